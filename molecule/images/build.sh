@@ -40,12 +40,12 @@ build_one() { # name suite mirror [debootstrap extra args...]
     log "$image is up to date (recipe $recipe)"; return 0
   fi
   local work; work="$(mktemp -d /var/tmp/sglang-image.XXXXXX)"
-  trap 'rm -rf "$work"' RETURN
   log "debootstrap $suite from $mirror into $work/rootfs"
   local t0=$SECONDS
   if ! debootstrap --variant=minbase --include="$include" "$@" "$suite" "$work/rootfs" "$mirror" \
       >"$work/debootstrap.log" 2>&1; then
     tail -n 20 "$work/debootstrap.log" >&2
+    rm -rf "$work"
     return 1
   fi
   # A container does not need these; they fail or hang without real devices.
@@ -61,6 +61,7 @@ build_one() { # name suite mirror [debootstrap extra args...]
   cp "$here/Dockerfile.systemd" "$work/Dockerfile"
   docker build -q --build-arg "BASE=sglang-deploy/${name}:rootfs" \
     --label "org.sglang-deploy.recipe=$recipe" -t "$image" "$work" >/dev/null
+  rm -rf "$work"
   log "built $image in $((SECONDS - t0)) s (recipe $recipe)"
 }
 
