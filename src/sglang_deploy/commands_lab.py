@@ -1,0 +1,31 @@
+"""`sglang-deploy lab create|destroy|status`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from docker.errors import DockerException
+
+from .lab import Lab, LabError
+from .paths import repo_root
+
+
+def run(args: argparse.Namespace) -> int:
+    def log(message: str) -> None:
+        print(message, flush=True)
+
+    try:
+        lab = Lab(repo_root(), name=args.name, image=args.image)
+        if args.action == "create":
+            print(lab.create(timeout=args.timeout, log=log).line())
+            return 0
+        if args.action == "destroy":
+            lab.destroy(log=log)
+            return 0
+        status = lab.status()
+        print(status.line())
+        return 0 if status.state == "running" else 1
+    except (LabError, DockerException) as exc:
+        print(f"lab {args.action} failed: {exc}", file=sys.stderr)
+        return 1

@@ -1,0 +1,185 @@
+"""A typed view of ansible-runner's event dicts (what the progress display and the reports read).
+
+Only what we use is kept; `parse_event` returns None for events we do not model (verbose output,
+item results of loops: the task's final result carries the outcome)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+Outcome = Literal["ok", "changed", "failed", "skipped", "unreachable", "ignored"]
+COUNT_KEYS = ("ok", "changed", "failed", "skipped", "unreachable", "rescued", "ignored")
+
+
+@dataclass(frozen=True)
+class PlayStart:
+    name: str
+    created: datetime | None
+
+
+@dataclass(frozen=True)
+class TaskStart:
+    uuid: str
+    name: str
+    role: str
+    action: str
+    created: datetime | None
+
+    @property
+    def label(self) -> str:
+        return f"{self.role} : {self.name}" if self.role else self.name
+
+
+@dataclass(frozen=True)
+class HostStart:
+    """A host began executing a task (v2_runner_on_start)."""
+
+    host: str
+    task_uuid: str
+    created: datetime | None
+
+
+@dataclass(frozen=True)
+class HostResult:
+    host: str
+    task_uuid: str
+    task: str
+    role: str
+    action: str
+    outcome: Outcome
+    message: str
+    start: datetime | None
+    end: datetime | None
+    created: datetime | None
+
+    @property
+    def label(self) -> str:
+        return f"{self.role} : {self.task}" if self.role else self.task
+
+    @property
+    def duration(self) -> float:
+        if self.start is None or self.end is None:
+            return 0.0
+        return max(0.0, (self.end - self.start).total_seconds())
+
+
+@dataclass(frozen=True)
+class Stats:
+    """The play recap: per host counts, as ansible-playbook prints them."""
+
+    hosts: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+Event = PlayStart | TaskStart | HostStart | HostResult | Stats
+
+
+def parse_time(value: Any) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is None else parsed.replace(tzinfo=None)
+
+
+def _str(data: dict[str, Any], key: str) -> str:
+    value = data.get(key)
+    return value if isinstance(value, str) else ""
+
+
+def result_message(res: Any) -> str:
+    """The human message of a task result: msg, else stderr/stdout, else the first of results[]."""
+    if not isinstance(res, dict):
+        return ""
+    for key in ("msg", "reason", "stderr", "stdout", "module_stderr", "exception"):
+        value = res.get(key)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+        if isinstance(value, list) and value:
+            return "\n".join(str(v) for v in value)
+    results = res.get("results")
+    if isinstance(results, list):
+        for item in results:
+            if isinstance(item, dict) and (item.get("failed") or item.get("unreachable")):
+                return result_message(item)
+    return ""
+
+
+_OUTCOMES: dict[str, Outcome] = {
+    "runner_on_ok": "ok",
+    "runner_on_failed": "failed",
+    "runner_on_skipped": "skipped",
+    "runner_on_unreachable": "unreachable",
+}
+
+
+def _host_result(kind: str, data: dict[str, Any], created: datetime | None) -> HostResult:
+    res = data.get("res")
+    outcome = _OUTCOMES[kind]
+    if outcome == "ok" and isinstance(res, dict) and res.get("changed"):
+        outcome = "changed"
+    if outcome == "failed" and data.get("ignore_errors"):
+        outcome = "ignored"
+    message = result_message(res) if outcome in ("failed", "ignored", "unreachable") else ""
+    return HostResult(
+        host=_str(data, "host"),
+        task_uuid=_str(data, "task_uuid"),
+        task=_str(data, "task"),
+        role=_str(data, "role"),
+        action=_str(data, "resolved_action") or _str(data, "task_action"),
+        outcome=outcome,
+        message=message,
+        start=parse_time(data.get("start")),
+        end=parse_time(data.get("end")),
+        created=created,
+    )
+
+
+def _stats(data: dict[str, Any]) -> Stats:
+    hosts: dict[str, dict[str, int]] = {}
+    for key, ansible_key in (
+        ("ok", "ok"),
+        ("changed", "changed"),
+        ("failed", "failures"),
+        ("skipped", "skipped"),
+        ("unreachable", "dark"),
+        ("rescued", "rescued"),
+        ("ignored", "ignored"),
+    ):
+        per_host = data.get(ansible_key)
+        if not isinstance(per_host, dict):
+            continue
+        for host, count in per_host.items():
+            hosts.setdefault(str(host), dict.fromkeys(COUNT_KEYS, 0))[key] = int(count)
+    for host in data.get("processed", {}) or {}:
+        hosts.setdefault(str(host), dict.fromkeys(COUNT_KEYS, 0))
+    return Stats(hosts=hosts)
+
+
+def parse_event(raw: dict[str, Any]) -> Event | None:
+    kind = raw.get("event")
+    data = raw.get("event_data")
+    if not isinstance(kind, str) or not isinstance(data, dict):
+        return None
+    created = parse_time(raw.get("created"))
+    event: Event | None = None
+    if kind == "playbook_on_play_start":
+        event = PlayStart(name=_str(data, "play") or _str(data, "name"), created=created)
+    elif kind in ("playbook_on_task_start", "playbook_on_handler_task_start"):
+        event = TaskStart(
+            uuid=_str(data, "task_uuid"),
+            name=_str(data, "task") or _str(data, "name"),
+            role=_str(data, "role"),
+            action=_str(data, "resolved_action") or _str(data, "task_action"),
+            created=created,
+        )
+    elif kind == "runner_on_start":
+        event = HostStart(host=_str(data, "host"), task_uuid=_str(data, "task_uuid"), created=created)
+    elif kind in _OUTCOMES:
+        event = _host_result(kind, data, created)
+    elif kind == "playbook_on_stats":
+        event = _stats(data)
+    return event

@@ -1,0 +1,163 @@
+"""The embedded lab host: a local systemd container (the molecule test image, same run options as
+molecule/base.yml), managed through the docker SDK."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import docker
+from docker.errors import ImageNotFound, NotFound
+from docker.models.containers import Container
+
+DEFAULT_NAME = "sglang-lab"
+DEFAULT_IMAGE = "sglang-deploy/debian12:latest"
+HOST_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
+CONTAINER_CA_BUNDLE = "/etc/ssl/host-ca-bundle.crt"
+CACHE_DIR = "/var/cache/sglang-deploy"
+LABEL = "org.sglang-deploy.lab"
+SYSTEMD_OK = ("running", "degraded")
+
+
+class LabError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class LabStatus:
+    name: str
+    exists: bool
+    state: str = "absent"
+    systemd: str = ""
+    image: str = ""
+
+    def line(self) -> str:
+        if not self.exists:
+            return f"lab {self.name}: absent"
+        return f"lab {self.name}: container {self.state}, systemd {self.systemd or '-'}, image {self.image}"
+
+
+def run_options(name: str, image: str) -> dict[str, Any]:
+    """docker run options of the lab container: molecule/base.yml's platform, as SDK arguments."""
+    cache = os.environ.get("SGLANG_DEPLOY_CACHE", CACHE_DIR)
+    volumes = {
+        "/sys/fs/cgroup": {"bind": "/sys/fs/cgroup", "mode": "rw"},
+        cache: {"bind": CACHE_DIR, "mode": "rw"},
+    }
+    env = {"UV_CACHE_DIR": f"{CACHE_DIR}/uv", "PIP_CACHE_DIR": f"{CACHE_DIR}/pip", "LC_ALL": "C.UTF-8"}
+    if Path(HOST_CA_BUNDLE).is_file():  # test/lab only: HTTPS may leave through a proxy with a private CA
+        volumes[HOST_CA_BUNDLE] = {"bind": CONTAINER_CA_BUNDLE, "mode": "ro"}
+        env |= dict.fromkeys(("SSL_CERT_FILE", "PIP_CERT", "REQUESTS_CA_BUNDLE"), CONTAINER_CA_BUNDLE)
+    return {
+        "image": image,
+        "name": name,
+        "hostname": name,
+        "command": "/lib/systemd/systemd",
+        "detach": True,
+        "cgroupns": "host",
+        "privileged": False,
+        "volumes": volumes,
+        "tmpfs": {"/run": "", "/run/lock": ""},
+        "environment": env,
+        "labels": {LABEL: "1"},
+    }
+
+
+class Lab:
+    def __init__(
+        self,
+        repo_root: Path,
+        name: str = DEFAULT_NAME,
+        image: str = DEFAULT_IMAGE,
+        client: docker.DockerClient | None = None,
+    ) -> None:
+        self.root = repo_root
+        self.name = name
+        self.image = image
+        self.client = client or docker.from_env()
+
+    def _container(self) -> Container | None:
+        try:
+            return self.client.containers.get(self.name)
+        except NotFound:
+            return None
+
+    def systemd_state(self, container: Container) -> str:
+        result = container.exec_run(["systemctl", "is-system-running"])
+        output = result.output if isinstance(result.output, bytes) else b""
+        return output.decode(errors="replace").strip() or f"rc={result.exit_code}"
+
+    def status(self) -> LabStatus:
+        container = self._container()
+        if container is None:
+            return LabStatus(self.name, exists=False)
+        container.reload()
+        state = str(container.status)
+        systemd = self.systemd_state(container) if state == "running" else ""
+        tags = container.image.tags if container.image is not None else []
+        return LabStatus(self.name, True, state, systemd, tags[0] if tags else str(container.image))
+
+    def ensure_image(self, log: Any = print) -> None:
+        try:
+            self.client.images.get(self.image)
+            return
+        except ImageNotFound:
+            pass
+        flavour = self.image.split("/")[-1].split(":")[0]
+        script = self.root / "molecule" / "images" / "build.sh"
+        log(f"image {self.image} missing: building it with {script.relative_to(self.root)} {flavour}")
+        subprocess.run([str(script), flavour], check=True, env={**os.environ, "DOCKER_BUILDKIT": "0"})
+        self.client.images.get(self.image)
+
+    def wait_systemd(self, container: Container, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        state = ""
+        while time.monotonic() < deadline:
+            container.reload()
+            if container.status != "running":
+                logs = container.logs(tail=20).decode(errors="replace")
+                raise LabError(f"lab container {self.name} stopped ({container.status}):\n{logs}")
+            state = self.systemd_state(container)
+            if state in SYSTEMD_OK:
+                return state
+            time.sleep(0.5)
+        raise LabError(
+            f"systemd in {self.name} did not reach running/degraded in {timeout:.0f}s (last: {state})"
+        )
+
+    def create(self, timeout: float = 120, log: Any = print) -> LabStatus:
+        container = self._container()
+        if container is not None and container.status == "running":
+            state = self.systemd_state(container)
+            if state in SYSTEMD_OK:
+                log(f"lab {self.name} already running (systemd {state}): nothing to do")
+                return self.status()
+        if container is not None:
+            if container.status == "running":
+                log(f"lab {self.name} is running but systemd is not up yet: waiting")
+            else:
+                log(f"lab {self.name} exists ({container.status}): starting it")
+                container.start()
+        else:
+            self.ensure_image(log)
+            if not Path(CACHE_DIR).exists() and "SGLANG_DEPLOY_CACHE" not in os.environ:
+                Path(CACHE_DIR).mkdir(parents=True, exist_ok=True)
+            container = self.client.containers.run(**run_options(self.name, self.image))
+            log(f"lab {self.name} created from {self.image}")
+        started = time.monotonic()
+        state = self.wait_systemd(container, timeout)
+        log(f"lab {self.name} ready: systemd {state} after {time.monotonic() - started:.1f}s")
+        return self.status()
+
+    def destroy(self, log: Any = print) -> bool:
+        container = self._container()
+        if container is None:
+            log(f"lab {self.name} absent: nothing to do")
+            return False
+        container.remove(force=True, v=True)
+        log(f"lab {self.name} removed")
+        return True

@@ -1,0 +1,162 @@
+"""Live progress of a run: a rich table on a terminal, plain lines otherwise (CI logs)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import IO, Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from .events import COUNT_KEYS, Event, HostResult, HostStart, PlayStart, Stats, TaskStart
+
+_STYLE = {
+    "ok": "green",
+    "changed": "yellow",
+    "failed": "bold red",
+    "skipped": "cyan",
+    "unreachable": "bold magenta",
+    "ignored": "dim red",
+}
+MESSAGE_LINES = 8
+_COLUMNS = ("host", "current task", "elapsed", "ok", "changed", "failed", "skipped", "unreach")
+
+
+@dataclass
+class _Host:
+    task: str = ""
+    since: float = 0.0
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNT_KEYS, 0))
+
+
+class Progress:
+    """Consumes the typed event stream; use as a context manager around the run."""
+
+    def __init__(
+        self, stream: IO[str], *, live: bool | None = None, redact: Callable[[str], str] = lambda text: text
+    ) -> None:
+        self.stream = stream
+        self.live = stream.isatty() if live is None else live
+        self.redact = redact
+        self.t0 = time.monotonic()
+        self.play = ""
+        self.task_labels: dict[str, str] = {}
+        self.hosts: dict[str, _Host] = {}
+        self._lock = threading.Lock()
+        self._console = Console(
+            file=stream,
+            highlight=False,
+            force_terminal=self.live or None,
+            no_color=not self.live,
+            soft_wrap=not self.live,
+        )
+        self._live: Live | None = None
+
+    # -- context -------------------------------------------------------------------------------
+    def __enter__(self) -> Progress:
+        self.t0 = time.monotonic()
+        if self.live:
+            self._live = Live(
+                get_renderable=self._render, console=self._console, refresh_per_second=4, transient=False
+            )
+            self._live.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+    # -- events --------------------------------------------------------------------------------
+    def __call__(self, event: Event) -> None:
+        with self._lock:
+            self._handle(event)
+
+    def _stamp(self) -> str:
+        return f"[{time.monotonic() - self.t0:7.1f}s]"
+
+    def _print(self, *parts: Any, style: str | None = None) -> None:
+        self._console.print(*parts, style=style, markup=False, highlight=False)
+
+    def _handle(self, event: Event) -> None:
+        now = time.monotonic()
+        if isinstance(event, PlayStart):
+            self.play = event.name
+            self._print(f"{self._stamp()} PLAY {event.name}", style="bold")
+        elif isinstance(event, TaskStart):
+            self.task_labels[event.uuid] = event.label
+            if not self.live:
+                self._print(f"{self._stamp()} TASK {event.label}")
+        elif isinstance(event, HostStart):
+            host = self.hosts.setdefault(event.host, _Host())
+            host.task = self.task_labels.get(event.task_uuid, "")
+            host.since = now
+        elif isinstance(event, HostResult):
+            self._result(event, now)
+        elif isinstance(event, Stats):
+            for name, counts in sorted(event.hosts.items()):
+                self.hosts.setdefault(name, _Host()).counts = dict(counts)
+                if not self.live:
+                    line = " ".join(f"{key}={counts.get(key, 0)}" for key in COUNT_KEYS)
+                    self._print(f"{self._stamp()} RECAP {name}: {line}")
+
+    def _result(self, event: HostResult, now: float) -> None:
+        host = self.hosts.setdefault(event.host, _Host())
+        host.counts[event.outcome] += 1
+        if event.outcome == "changed":
+            host.counts["ok"] += 1
+        host.task = ""
+        style = _STYLE.get(event.outcome)
+        if not self.live or event.outcome in ("changed", "failed", "unreachable", "ignored"):
+            line = f"{self._stamp()} {event.outcome:<11} {event.host}  {event.label}  ({event.duration:.2f}s)"
+            self._print(line, style=style)
+        if event.message and event.outcome in ("failed", "unreachable", "ignored"):
+            lines = self.redact(event.message).splitlines()
+            for line in lines[:MESSAGE_LINES]:
+                self._print(f"{'':>10}  | {line}", style=style)
+            if len(lines) > MESSAGE_LINES:
+                self._print(f"{'':>10}  | ... ({len(lines) - MESSAGE_LINES} more lines in the summary)")
+
+    # -- live table ----------------------------------------------------------------------------
+    def _render(self) -> Group:
+        with self._lock:
+            now = time.monotonic()
+            table = Table(expand=False, box=None, header_style="bold")
+            for column in _COLUMNS:
+                table.add_column(column, justify="left" if column in ("host", "current task") else "right")
+            for name, host in sorted(self.hosts.items()):
+                c = host.counts
+                table.add_row(
+                    name,
+                    host.task or "-",
+                    f"{now - host.since:.1f}s" if host.task else "",
+                    Text(str(c["ok"]), style="green"),
+                    Text(str(c["changed"]), style="yellow" if c["changed"] else ""),
+                    Text(str(c["failed"]), style="bold red" if c["failed"] else ""),
+                    str(c["skipped"]),
+                    Text(str(c["unreachable"]), style="bold magenta" if c["unreachable"] else ""),
+                )
+            header = Text(f"{self.play}  ({now - self.t0:.0f}s)", style="bold")
+            return Group(header, table)
+
+    def final(self, summary: dict[str, Any]) -> None:
+        """One closing line per host plus the overall status (printed after the live area)."""
+        for name, counts in summary.get("hosts", {}).items():
+            line = " ".join(f"{key}={counts.get(key, 0)}" for key in COUNT_KEYS)
+            self._print(f"{name}: {line}", style=_STYLE["failed"] if counts.get("status") != "ok" else None)
+        for failed in summary.get("failed_tasks", []):
+            role = f"{failed['role']} : " if failed["role"] else ""
+            first = failed["message"].splitlines()[0] if failed["message"] else ""
+            self._print(f"FAILED {failed['host']}: {role}{failed['task']}: {first}", style=_STYLE["failed"])
+        self._print(
+            f"status={summary.get('status')} rc={summary.get('rc')} duration={summary.get('duration_s')}s",
+            style="bold",
+        )

@@ -1,0 +1,48 @@
+"""Keep secrets out of what we print and write: known secret values and secret-looking patterns."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+MASK = "********"
+# Names of variables/env vars that hold secrets (api keys, tokens, passwords, vault passwords).
+SECRET_NAME = re.compile(
+    r"(api[_-]?key|token|secret|passw(or)?d|vault_pass|private[_-]?key|credential)", re.IGNORECASE
+)
+_PATTERNS = (
+    # --api-key VALUE / --api-key=VALUE / --token VALUE
+    re.compile(r"(--[\w-]*(?:api[_-]?key|token|password|secret)[\w-]*[ =])(\S+)", re.I),
+    # name=value / name: value / "name": "value" with a secret-looking name
+    re.compile(
+        r"""(["']?[\w.-]*(?:api[_-]?key|token|secret|passw(?:or)?d)[\w.-]*["']?\s*[:=]\s*["']?)([^\s"',})\]]+)""",
+        re.I,
+    ),
+    re.compile(r"((?:Bearer|Basic)\s+)([A-Za-z0-9._~+/=-]{6,})", re.I),
+)
+
+
+class Redactor:
+    """Replaces known secret values (longest first) and secret-looking `name=value` pairs."""
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        self._secrets = sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True)
+
+    def add(self, *secrets: str) -> None:
+        self._secrets = sorted({*self._secrets, *(s for s in secrets if len(s) >= 4)}, key=len, reverse=True)
+
+    def mask_known(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, MASK)
+        return text
+
+    def __call__(self, text: str) -> str:
+        text = self.mask_known(text)
+        for pattern in _PATTERNS:
+            text = pattern.sub(lambda m: m.group(1) + MASK, text)
+        return text
+
+
+def secret_env_values(env: Mapping[str, str]) -> list[str]:
+    """Values of environment variables whose name says they are secret."""
+    return [value for name, value in env.items() if SECRET_NAME.search(name) and value]

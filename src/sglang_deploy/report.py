@@ -1,0 +1,168 @@
+"""Run reports: the summary JSON (per host counts, per role elapsed, failed tasks) and JUnit XML."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from .events import COUNT_KEYS, Event, HostResult, Stats, TaskStart
+
+SCHEMA_VERSION = 1
+MAX_MESSAGE = 4000
+NO_ROLE = "(play)"
+
+
+@dataclass
+class _Task:
+    start: TaskStart
+    first: datetime | None = None
+    last: datetime | None = None
+
+
+@dataclass
+class RunRecorder:
+    """Folds the typed event stream of one run into what the reports need."""
+
+    redact: Callable[[str], str] = field(default=lambda text: text)
+    results: list[HostResult] = field(default_factory=list)
+    stats: Stats | None = None
+    tasks: dict[str, _Task] = field(default_factory=dict)
+
+    def feed(self, event: Event) -> None:
+        if isinstance(event, TaskStart):
+            self.tasks.setdefault(event.uuid, _Task(event))
+        elif isinstance(event, HostResult):
+            self.results.append(event)
+            task = self.tasks.get(event.task_uuid)
+            if task is not None:
+                if event.start and (task.first is None or event.start < task.first):
+                    task.first = event.start
+                if event.end and (task.last is None or event.end > task.last):
+                    task.last = event.end
+        elif isinstance(event, Stats):
+            self.stats = event
+
+    def host_counts(self) -> dict[str, dict[str, int]]:
+        if self.stats is not None and self.stats.hosts:
+            return {host: dict(counts) for host, counts in sorted(self.stats.hosts.items())}
+        # No recap (the run died early): count what we saw, the way the recap counts.
+        counts: dict[str, dict[str, int]] = {}
+        for result in self.results:
+            host = counts.setdefault(result.host, dict.fromkeys(COUNT_KEYS, 0))
+            if result.outcome == "changed":
+                host["ok"] += 1
+            host[result.outcome] += 1
+        return dict(sorted(counts.items()))
+
+    def role_elapsed(self) -> dict[str, dict[str, float | int]]:
+        roles: dict[str, dict[str, float | int]] = {}
+        for task in self.tasks.values():
+            entry = roles.setdefault(task.start.role or NO_ROLE, {"elapsed_s": 0.0, "tasks": 0})
+            entry["tasks"] = int(entry["tasks"]) + 1
+            if task.first is not None and task.last is not None:
+                elapsed = max(0.0, (task.last - task.first).total_seconds())
+                entry["elapsed_s"] = round(float(entry["elapsed_s"]) + elapsed, 3)
+        return roles
+
+    def failed_tasks(self) -> list[dict[str, str]]:
+        return [
+            {
+                "host": r.host,
+                "task": r.task,
+                "role": r.role,
+                "action": r.action,
+                "outcome": r.outcome,
+                "message": self.redact(r.message)[:MAX_MESSAGE],
+            }
+            for r in self.results
+            if r.outcome in ("failed", "unreachable")
+        ]
+
+    def summary(
+        self, *, rc: int, status: str, started: datetime, finished: datetime, meta: dict[str, Any]
+    ) -> dict[str, Any]:
+        hosts: dict[str, Any] = {}
+        for host, counts in self.host_counts().items():
+            state = "unreachable" if counts["unreachable"] else "failed" if counts["failed"] else "ok"
+            hosts[host] = {**counts, "status": state}
+        return {
+            "schema": SCHEMA_VERSION,
+            **meta,
+            "status": status,
+            "rc": rc,
+            "started": started.isoformat(timespec="seconds"),
+            "finished": finished.isoformat(timespec="seconds"),
+            "duration_s": round((finished - started).total_seconds(), 3),
+            "hosts": hosts,
+            "roles": self.role_elapsed(),
+            "failed_tasks": self.failed_tasks(),
+        }
+
+    def junit(self, suite_name: str) -> ET.ElementTree[ET.Element]:
+        """One testsuite per host, one testcase per task on that host."""
+        root = ET.Element("testsuites", name=suite_name)
+        per_host: dict[str, list[HostResult]] = {}
+        for result in self.results:
+            per_host.setdefault(result.host, []).append(result)
+        totals = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
+        total_time = 0.0
+        for host, results in sorted(per_host.items()):
+            suite = ET.SubElement(root, "testsuite", name=host)
+            counts = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
+            suite_time = 0.0
+            for r in results:
+                case = ET.SubElement(
+                    suite,
+                    "testcase",
+                    classname=f"{suite_name}.{host}",
+                    name=r.label,
+                    time=f"{r.duration:.3f}",
+                )
+                counts["tests"] += 1
+                suite_time += r.duration
+                message = self.redact(r.message)[:MAX_MESSAGE]
+                if r.outcome == "failed":
+                    counts["failures"] += 1
+                    ET.SubElement(
+                        case,
+                        "failure",
+                        message=message.splitlines()[0] if message else "failed",
+                        type=r.action or "failed",
+                    ).text = message
+                elif r.outcome == "unreachable":
+                    counts["errors"] += 1
+                    ET.SubElement(
+                        case, "error", message=message or "unreachable", type="unreachable"
+                    ).text = message
+                elif r.outcome == "skipped":
+                    counts["skipped"] += 1
+                    ET.SubElement(case, "skipped")
+                elif r.outcome == "ignored":
+                    ET.SubElement(case, "system-out").text = f"failed (ignored): {message}"
+                elif r.outcome == "changed":
+                    ET.SubElement(case, "system-out").text = "changed"
+            for key, value in counts.items():
+                suite.set(key, str(value))
+                totals[key] += value
+            suite.set("time", f"{suite_time:.3f}")
+            total_time += suite_time
+        for key, value in totals.items():
+            root.set(key, str(value))
+        root.set("time", f"{total_time:.3f}")
+        ET.indent(root)
+        return ET.ElementTree(root)
+
+
+def write_reports(recorder: RunRecorder, summary: dict[str, Any], directories: list[Path]) -> None:
+    """Write summary.json and junit.xml into each directory (the latest + the per-run copy)."""
+    tree = recorder.junit(str(summary.get("playbook", "ansible")))
+    text = json.dumps(summary, indent=2, sort_keys=False) + "\n"
+    for directory in directories:
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "summary.json").write_text(text, encoding="utf-8")
+        tree.write(directory / "junit.xml", encoding="utf-8", xml_declaration=True)
