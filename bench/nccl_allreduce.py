@@ -1,0 +1,178 @@
+"""NCCL all-reduce micro-benchmark through torch.distributed (bf16, one process per GPU).
+
+usage: python3 bench/nccl_allreduce.py [--ranks 2] [--sizes 8K,32K,...] [--warmup 20] [--iters 100]
+                                       [--label NAME] [--json FILE]
+
+Each size: `warmup` untimed all-reduces, then `iters` back-to-back all-reduces timed with CUDA
+events on rank 0's stream; avg latency = elapsed / iters. busbw = algbw * 2(n-1)/n with
+algbw = bytes / latency (NCCL-tests convention). The NCCL environment is whatever the caller
+exported (bench/device/nccl_profiles.sh sources the role's rendered file first).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+DEFAULT_SIZES = "8K,16K,32K,64K,128K,256K,512K,2M,8M,32M,128M,256M"
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def parse_size(text: str) -> int:
+    """'8K' -> 8192, '256M' -> 268435456, '4096' -> 4096 (binary units)."""
+    m = re.fullmatch(r"\s*(\d+)\s*([KMG]?)(?:i?B)?\s*", text.upper())
+    if not m:
+        raise ValueError(f"bad size {text!r}: use an integer with an optional K/M/G suffix")
+    return int(m.group(1)) * _UNITS[m.group(2)]
+
+
+def human(nbytes: int) -> str:
+    for unit in ("G", "M", "K"):
+        if nbytes >= _UNITS[unit] and nbytes % _UNITS[unit] == 0:
+            return f"{nbytes // _UNITS[unit]} {unit}iB"
+    return f"{nbytes} B"
+
+
+def bus_bandwidth_gbps(nbytes: int, latency_us: float, ranks: int) -> float:
+    """busbw in GB/s (1e9 bytes/s) for an all-reduce of nbytes taking latency_us."""
+    algbw = nbytes / (latency_us * 1e-6) / 1e9
+    return algbw * 2 * (ranks - 1) / ranks
+
+
+def format_table(rows: list[dict[str, Any]], label: str) -> str:
+    lines = [f"# all-reduce bf16 [{label}]", f"{'size':>10} {'avg_us':>10} {'busbw_GBps':>11}"]
+    lines += [f"{human(r['bytes']):>10} {r['avg_us']:>10.1f} {r['busbw_gbps']:>11.1f}" for r in rows]
+    return "\n".join(lines)
+
+
+def compare_table(runs: list[dict[str, Any]], baseline: str = "default") -> str:
+    """Markdown table: avg latency (us) per size and run; busbw (GB/s) for sizes >= 2 MiB;
+    (+x%) = change vs the first run labelled `baseline` (negative latency change = faster)."""
+    sizes = sorted({r["bytes"] for run in runs for r in run["results"]})
+    base = next((run for run in runs if run["label"] == baseline), None)
+    base_rows = {r["bytes"]: r for r in base["results"]} if base else {}
+    head = "| run | " + " | ".join(human(s) for s in sizes) + " |"
+    lines = [head, "|" + "---|" * (len(sizes) + 1)]
+    for run in runs:
+        cells = []
+        rows = {r["bytes"]: r for r in run["results"]}
+        for s in sizes:
+            r = rows.get(s)
+            if r is None:
+                cells.append("-")
+                continue
+            key, unit = ("avg_us", "us") if s < (2 << 20) else ("busbw_gbps", "GB/s")
+            cell = f"{r[key]:.1f} {unit}"
+            b = base_rows.get(s)
+            if b and run is not base and b[key]:
+                cell += f" ({(r[key] / b[key] - 1) * 100:+.0f}%)"
+            cells.append(cell)
+        lines.append(f"| {run['label']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def nccl_env() -> dict[str, str]:
+    return {k: v for k, v in sorted(os.environ.items()) if k.startswith(("NCCL_", "TORCH_SYMM", "NVSHMEM_"))}
+
+
+def _worker(rank: int, ranks: int, port: int, args: argparse.Namespace) -> None:
+    # torch exists on GPU hosts only: imported where needed (noqa: the tests import this file)
+    import torch  # type: ignore[import-not-found, unused-ignore]  # noqa: PLC0415
+    import torch.distributed as dist  # type: ignore[import-not-found, unused-ignore]  # noqa: PLC0415
+
+    torch.cuda.set_device(rank)
+    dist.init_process_group(
+        "nccl",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=ranks,
+        device_id=torch.device("cuda", rank),
+    )
+    rows: list[dict[str, Any]] = []
+    for nbytes in [parse_size(s) for s in args.sizes.split(",")]:
+        x = torch.ones(nbytes // 2, dtype=torch.bfloat16, device="cuda")
+        iters = args.iters if nbytes <= (8 << 20) else max(args.iters // 4, 10)
+        for _ in range(args.warmup):
+            dist.all_reduce(x)
+        torch.cuda.synchronize()
+        dist.barrier()
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(iters):
+            dist.all_reduce(x)
+        end.record()
+        torch.cuda.synchronize()
+        avg_us = start.elapsed_time(end) * 1000.0 / iters
+        # the slowest rank defines the collective's time
+        t = torch.tensor([avg_us], dtype=torch.float64, device="cuda")
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        avg_us = float(t.item())
+        rows.append(
+            {
+                "bytes": nbytes,
+                "iters": iters,
+                "avg_us": round(avg_us, 2),
+                "busbw_gbps": round(bus_bandwidth_gbps(nbytes, avg_us, ranks), 2),
+            }
+        )
+        del x
+    if rank == 0:
+        print(format_table(rows, args.label), flush=True)
+        if args.json:
+            result = {
+                "label": args.label,
+                "ranks": ranks,
+                "dtype": "bfloat16",
+                "warmup": args.warmup,
+                "torch": torch.__version__,
+                "nccl": ".".join(map(str, torch.cuda.nccl.version())),
+                "gpu": torch.cuda.get_device_name(0),
+                "env": nccl_env(),
+                "results": rows,
+            }
+            with open(args.json, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(result) + "\n")
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--ranks", type=int, default=2, help="processes / GPUs (default 2)")
+    p.add_argument("--sizes", default=DEFAULT_SIZES, help=f"comma list (default {DEFAULT_SIZES})")
+    p.add_argument("--warmup", type=int, default=20)
+    p.add_argument("--iters", type=int, default=100, help="timed iterations (sizes > 8 MiB: iters/4)")
+    p.add_argument("--label", default=os.environ.get("NCCL_BENCH_LABEL", "current env"))
+    p.add_argument("--json", default="", help="append results + NCCL env as one JSON line to this file")
+    p.add_argument("--compare", nargs="+", metavar="JSONL", help="print a comparison of recorded runs, exit")
+    args = p.parse_args(argv)
+    if args.compare:
+        runs = [
+            json.loads(line)
+            for f in args.compare
+            for line in Path(f).read_text(encoding="utf-8").splitlines()
+            if line.strip()
+        ]
+        print(compare_table(runs))
+        return 0
+    for s in args.sizes.split(","):
+        parse_size(s)
+    import torch.multiprocessing as mp  # type: ignore[import-not-found, unused-ignore]  # noqa: PLC0415
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    print(f"# NCCL env: {nccl_env() or '(none)'}", flush=True)
+    mp.spawn(_worker, args=(args.ranks, port, args), nprocs=args.ranks, join=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
