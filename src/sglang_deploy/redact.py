@@ -12,10 +12,10 @@ SECRET_NAME = re.compile(
 )
 _PATTERNS = (
     # --api-key VALUE / --api-key=VALUE / --token VALUE
-    re.compile(r"(--[\w-]*(?:api[_-]?key|token|password|secret)[\w-]*[ =])(\S+)", re.I),
+    re.compile(r"(--[\w-]*(?:api[_-]?key|token|password|secret)[\w-]*[ =])([^\s\\\"']+)", re.I),
     # name=value / name: value / "name": "value" with a secret-looking name
     re.compile(
-        r"""(["']?[\w.-]*(?:api[_-]?key|token|secret|passw(?:or)?d)[\w.-]*["']?\s*[:=]\s*["']?)([^\s"',})\]]+)""",
+        r"""(["']?[\w.-]*(?:api[_-]?key|token|secret|passw(?:or)?d)[\w.-]*["']?\s*[:=]\s*["']?)([^\s"',})\]\\]+)""",
         re.I,
     ),
     re.compile(r"((?:Bearer|Basic)\s+)([A-Za-z0-9._~+/=-]{6,})", re.I),

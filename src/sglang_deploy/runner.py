@@ -5,7 +5,7 @@ temporary file (outside the artifacts dir, removed after the run) and passed as 
 password files are passed by path on the command line; nothing secret goes through envvars/extravars
 (runner writes both to disk). Runner copies the whole process environment into
 artifacts/<id>/command: values of secret-named variables are masked there after the run, and every
-known secret value is masked in every artifact file."""
+known secret value and secret-looking `name=value` is masked in every artifact file."""
 
 from __future__ import annotations
 
@@ -118,7 +118,8 @@ def _extra_var_args(extra_vars: tuple[str, ...], redactor: Redactor) -> Iterator
 
 
 def scrub_artifacts(artifact_dir: Path, redactor: Redactor) -> None:
-    """Mask secret-named env values in runner's `command` file and known secrets in every file."""
+    """Mask secret-named env values in runner's `command` file, then known secrets and secret-looking
+    values in every file (the patterns stop at quotes and backslashes: JSON files stay valid)."""
     command = artifact_dir / "command"
     if command.is_file():
         data = json.loads(command.read_text(encoding="utf-8"))
@@ -135,7 +136,7 @@ def scrub_artifacts(artifact_dir: Path, redactor: Redactor) -> None:
             text = path.read_text(encoding="utf-8")
         except (UnicodeDecodeError, OSError):
             continue
-        cleaned = redactor.mask_known(text)
+        cleaned = redactor(text)
         if cleaned != text:
             path.write_text(cleaned, encoding="utf-8")
 

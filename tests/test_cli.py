@@ -1,0 +1,103 @@
+"""The command line: parsing, repo discovery, and `up` end to end on localhost (no docker)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sglang_deploy import cli
+from sglang_deploy.paths import RepoNotFoundError, default_inventory, repo_root
+
+REPO = Path(__file__).resolve().parents[1]
+PROJECT = Path(__file__).parent / "data" / "runner_project"
+
+
+def test_up_defaults() -> None:
+    args = cli.build_parser().parse_args(["up"])
+    assert args.handler == "sglang_deploy.commands_up:run"
+    assert args.inventory is None
+    assert args.playbook == "site.yml"
+    assert args.extra_vars == []
+    assert args.check is False
+    assert args.progress == "auto"
+
+
+def test_up_options() -> None:
+    args = cli.build_parser().parse_args(
+        ["up", "-i", "inv.yml", "--limit", "lab", "--tags", "preflight", "--skip-tags", "x", "--check",
+         "-e", "a=1", "-e", "@f.yml", "--artifacts", "out", "--vault-password-file", "pw"]
+    )  # fmt: skip
+    assert args.inventory == Path("inv.yml")
+    assert (args.limit, args.tags, args.skip_tags, args.check) == ("lab", "preflight", "x", True)
+    assert args.extra_vars == ["a=1", "@f.yml"]
+    assert args.artifacts == Path("out")
+    assert args.vault_password_file == [Path("pw")]
+
+
+def test_lab_actions() -> None:
+    parser = cli.build_parser()
+    for action in ("create", "destroy", "status"):
+        args = parser.parse_args(["lab", action])
+        assert (args.action, args.name, args.handler) == (
+            action,
+            "sglang-lab",
+            "sglang_deploy.commands_lab:run",
+        )
+    assert parser.parse_args(["lab", "--name", "x", "create", "--timeout", "5"]).timeout == 5
+    with pytest.raises(SystemExit):
+        parser.parse_args(["lab", "explode"])
+    with pytest.raises(SystemExit):
+        parser.parse_args([])
+
+
+def test_handlers_resolve() -> None:
+    for command in (["up"], ["lab", "status"]):
+        handler = cli.resolve_handler(cli.build_parser().parse_args(command).handler)
+        assert callable(handler)
+
+
+def test_console_script_help() -> None:
+    exe = Path(sys.executable).parent / "sglang-deploy"
+    out = subprocess.run([str(exe), "--help"], capture_output=True, text=True, check=True).stdout
+    assert "lab" in out
+    assert "up" in out
+
+
+def test_repo_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SGLANG_DEPLOY_ROOT", raising=False)
+    assert repo_root(REPO / "roles") == REPO
+    assert default_inventory(REPO) == REPO / "inventory" / "lab.yml"
+    monkeypatch.setenv("SGLANG_DEPLOY_ROOT", str(tmp_path))
+    with pytest.raises(RepoNotFoundError, match="not an sglang-deploy checkout"):
+        repo_root()
+
+
+def test_up_through_the_cli_plain_progress(tmp_path: Path) -> None:
+    """`sglang-deploy up` as a subprocess, stdout not a TTY: plain progress lines, rc of the playbook."""
+    exe = Path(sys.executable).parent / "sglang-deploy"
+    base = [str(exe), "up", "-i", str(PROJECT / "inventory.yml"), "--artifacts", str(tmp_path)]
+    env = {**os.environ, "LC_ALL": "C.UTF-8"}
+    ok = subprocess.run([*base, "--playbook", str(PROJECT.relative_to(REPO) / "pass.yml")],
+                        cwd=REPO, env=env, capture_output=True, text=True, check=False)  # fmt: skip
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "TASK demo : Report changed" in ok.stdout
+    assert "changed     localhost  demo : Report changed" in ok.stdout
+    assert "status=successful rc=0" in ok.stdout
+    assert "\x1b[" not in ok.stdout  # no terminal escapes in CI logs
+    fail_args = ["--playbook", str(PROJECT.relative_to(REPO) / "fail.yml"), "-e", "demo_port=0"]
+    bad = subprocess.run([*base, *fail_args], cwd=REPO, env=env, capture_output=True, text=True, check=False)
+    assert bad.returncode == 2, bad.stdout + bad.stderr
+    assert "FAILED localhost: Validate the port" in bad.stdout
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["failed_tasks"][0]["task"] == "Validate the port"
+    assert len(list((tmp_path / "runs").iterdir())) == 2
+
+
+def test_up_missing_inventory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["up", "-i", str(tmp_path / "nope.yml")]) == 5
+    assert "does not exist" in capsys.readouterr().err

@@ -1,0 +1,183 @@
+"""Event -> summary/JUnit aggregation, replaying real ansible-runner events (tests/data/runner_events,
+captured from runs of tests/data/runner_project/{pass,fail}.yml on localhost)."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sglang_deploy.events import HostResult, HostStart, PlayStart, Stats, TaskStart, parse_event
+from sglang_deploy.redact import MASK, Redactor
+from sglang_deploy.report import NO_ROLE, RunRecorder, write_reports
+
+DATA = Path(__file__).parent / "data" / "runner_events"
+T0 = datetime(2026, 11, 29, 12, 0, 0)
+T1 = datetime(2026, 11, 29, 12, 0, 42)
+
+
+def load(name: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (DATA / f"{name}.jsonl").read_text().splitlines() if line]
+
+
+def replay(name: str, raws: list[dict[str, Any]] | None = None) -> RunRecorder:
+    recorder = RunRecorder(redact=Redactor())
+    for raw in raws if raws is not None else load(name):
+        event = parse_event(raw)
+        if event is not None:
+            recorder.feed(event)
+    return recorder
+
+
+def summarize(recorder: RunRecorder, rc: int, status: str) -> dict[str, Any]:
+    return recorder.summary(rc=rc, status=status, started=T0, finished=T1, meta={"playbook": "x.yml"})
+
+
+def test_parse_event_types() -> None:
+    kinds = [type(parse_event(raw)).__name__ for raw in load("pass")]
+    assert kinds.count("PlayStart") == 1
+    assert kinds.count("TaskStart") == 5
+    assert kinds.count("HostStart") == 5
+    assert kinds.count("HostResult") == 5  # item results of the loop are not separate results
+    assert kinds.count("Stats") == 1
+    events = [parse_event(raw) for raw in load("pass")]
+    tasks = [e for e in events if isinstance(e, TaskStart)]
+    assert tasks[0].label == "demo : Report ok"
+    assert tasks[-1].label == "Play task after the role"
+    assert isinstance(events[1], PlayStart)
+    assert events[1].name == "Fixture - passing play"
+    starts = [e for e in events if isinstance(e, HostStart)]
+    assert {s.host for s in starts} == {"localhost"}
+
+
+def test_outcomes_and_durations() -> None:
+    results = [e for e in map(parse_event, load("fail")) if isinstance(e, HostResult)]
+    assert [r.outcome for r in results] == ["ok", "changed", "skipped", "ok", "failed"]
+    assert all(r.duration >= 0 for r in results)
+    assert results[1].duration > 0
+    assert results[-1].action == "ansible.builtin.assert"
+    assert "demo_port must be 1-65535, got 0" in results[-1].message
+
+
+def test_summary_of_passing_run() -> None:
+    summary = summarize(replay("pass"), 0, "successful")
+    assert summary["hosts"] == {
+        "localhost": {
+            "ok": 4, "changed": 1, "failed": 0, "skipped": 1, "unreachable": 0,
+            "rescued": 0, "ignored": 0, "status": "ok",
+        }
+    }  # fmt: skip
+    assert summary["roles"]["demo"]["tasks"] == 4
+    assert summary["roles"][NO_ROLE]["tasks"] == 1
+    assert summary["roles"]["demo"]["elapsed_s"] > 0
+    assert summary["failed_tasks"] == []
+    assert summary["rc"] == 0
+    assert summary["status"] == "successful"
+    assert summary["duration_s"] == 42.0
+    assert summary["playbook"] == "x.yml"
+
+
+def test_summary_of_failing_run_names_task_and_masks_secret() -> None:
+    summary = summarize(replay("fail"), 2, "failed")
+    host = summary["hosts"]["localhost"]
+    assert (host["ok"], host["changed"], host["failed"], host["status"]) == (3, 1, 1, "failed")
+    [failed] = summary["failed_tasks"]
+    assert failed["task"] == "Validate the port"
+    assert failed["role"] == ""
+    assert failed["message"].startswith("demo_port must be 1-65535, got 0")
+    assert "tok-abcdef123456" not in json.dumps(summary)
+    assert f"token={MASK})" in failed["message"]
+
+
+def test_counts_without_recap() -> None:
+    """A run that dies before the recap still gets counts, computed the way the recap counts."""
+    raws = [raw for raw in load("fail") if raw["event"] != "playbook_on_stats"]
+    summary = summarize(replay("fail", raws), 2, "failed")
+    host = summary["hosts"]["localhost"]
+    assert (host["ok"], host["changed"], host["failed"], host["skipped"]) == (3, 1, 1, 1)
+
+
+def test_unreachable_and_ignored() -> None:
+    """Real failed event, re-labelled as unreachable / ignored failure."""
+    raws = load("fail")
+    failed = next(raw for raw in raws if raw["event"] == "runner_on_failed")
+    unreachable = {**failed, "event": "runner_on_unreachable"}
+    unreachable["event_data"] = {
+        **failed["event_data"],
+        "res": {"msg": "ssh: connect refused", "unreachable": True},
+    }
+    ignored = {**failed, "event_data": {**failed["event_data"], "ignore_errors": True}}
+    event_u = parse_event(unreachable)
+    event_i = parse_event(ignored)
+    assert isinstance(event_u, HostResult)
+    assert event_u.outcome == "unreachable"
+    assert event_u.message == "ssh: connect refused"
+    assert isinstance(event_i, HostResult)
+    assert event_i.outcome == "ignored"
+    recorder = replay(
+        "x", [r for r in raws if r is not failed and r["event"] != "playbook_on_stats"] + [unreachable]
+    )
+    summary = summarize(recorder, 4, "failed")
+    assert summary["hosts"]["localhost"]["status"] == "unreachable"
+    assert summary["failed_tasks"][0]["outcome"] == "unreachable"
+    root = recorder.junit("x.yml").getroot()
+    assert root.get("errors") == "1"
+    assert root.get("failures") == "0"
+
+
+def test_stats_event() -> None:
+    stats = parse_event(load("pass")[-1])
+    assert isinstance(stats, Stats)
+    assert stats.hosts["localhost"]["ok"] == 4
+
+
+def test_junit(tmp_path: Path) -> None:
+    recorder = replay("fail")
+    summary = summarize(recorder, 2, "failed")
+    write_reports(recorder, summary, [tmp_path / "latest", tmp_path / "runs" / "r1"])
+    for directory in (tmp_path / "latest", tmp_path / "runs" / "r1"):
+        assert json.loads((directory / "summary.json").read_text()) == summary
+    root = ET.parse(tmp_path / "latest" / "junit.xml").getroot()
+    assert root.tag == "testsuites"
+    assert (root.get("tests"), root.get("failures"), root.get("skipped")) == ("5", "1", "1")
+    [suite] = root.findall("testsuite")
+    assert suite.get("name") == "localhost"
+    cases = suite.findall("testcase")
+    assert [c.get("name") for c in cases] == [
+        "demo : Report ok",
+        "demo : Report changed",
+        "demo : Skip always",
+        "demo : Loop over items",
+        "Validate the port",
+    ]
+    failure = cases[-1].find("failure")
+    assert failure is not None
+    assert "demo_port must be 1-65535" in (failure.get("message") or "")
+    assert "tok-abcdef123456" not in (tmp_path / "latest" / "junit.xml").read_text()
+    assert cases[2].find("skipped") is not None
+    assert float(cases[1].get("time") or 0) > 0
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("--api-key sk-123456 --port 1", f"--api-key {MASK} --port 1"),
+        ("--api-key=sk-123456", f"--api-key={MASK}"),
+        ("sglang_api_key: abcdefgh", f"sglang_api_key: {MASK}"),
+        ('{"hf_token": "hf_abcdef"}', f'{{"hf_token": "{MASK}"}}'),
+        ("Authorization: Bearer abcdef123456", f"Authorization: Bearer {MASK}"),
+        ("port 30000 is fine", "port 30000 is fine"),
+    ],
+)
+def test_redact_patterns(text: str, expected: str) -> None:
+    assert Redactor()(text) == expected
+
+
+def test_redact_known_values() -> None:
+    redactor = Redactor(["s3cr3t-value", "abc"])  # too short values are not masked (noise)
+    redactor.add("another-secret")
+    assert redactor("x s3cr3t-value y another-secret abc") == f"x {MASK} y {MASK} abc"
