@@ -181,3 +181,22 @@ def test_redact_known_values() -> None:
     redactor = Redactor(["s3cr3t-value", "abc"])  # too short values are not masked (noise)
     redactor.add("another-secret")
     assert redactor("x s3cr3t-value y another-secret abc") == f"x {MASK} y {MASK} abc"
+
+
+def test_error_before_any_play_lands_in_output_tail() -> None:
+    """A playbook ansible refuses to load (real events): no task ran, the reason is in the summary."""
+    summary = summarize(replay("error"), 4, "failed")
+    assert summary["hosts"] == {}
+    assert summary["failed_tasks"] == []
+    assert any("couldn't resolve module/action 'no.such.module'" in line for line in summary["output_tail"])
+    assert summarize(replay("error"), 0, "successful")["output_tail"] == []
+
+
+def test_callback_chatter_is_not_output() -> None:
+    """Lines of callbacks such as profile_tasks during the play are not kept, warnings are."""
+    raws = load("fail")
+    chatter = {"event": "verbose", "stdout": "Sunday 29 November 2026  18:46:36 +0000 (0:00:00.155) *****"}
+    warning = {"event": "verbose", "stdout": "[WARNING]: something to know"}
+    raws = [*raws[:3], chatter, warning, *raws[3:]]
+    summary = summarize(replay("x", raws), 2, "failed")
+    assert summary["output_tail"] == ["[WARNING]: something to know"]

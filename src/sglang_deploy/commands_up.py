@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
         verbosity=args.verbose,
     )
     live = {"auto": None, "live": True, "plain": False}[args.progress]
-    progress = Progress(sys.stdout, live=live)
+    progress = Progress(sys.stdout, live=live, verbose=args.verbose > 0)
     print(f"sglang-deploy up: {args.playbook} on {inventory}", flush=True)
     with progress:
         result = run_playbook(request, on_event=progress)

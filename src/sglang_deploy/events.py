@@ -5,6 +5,7 @@ item results of loops: the task's final result carries the outcome)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -66,13 +67,30 @@ class HostResult:
 
 
 @dataclass(frozen=True)
+class Output:
+    """Text ansible printed outside a task result: errors before the play starts, warnings, -v lines."""
+
+    kind: str
+    text: str
+
+
+_NOTABLE = re.compile(r"^\s*(\[ERROR\]|ERROR!|\[WARNING\]|\[DEPRECATION|fatal:|An exception occurred)", re.I)
+
+
+def is_notable(text: str) -> bool:
+    """Errors, warnings and deprecations (as opposed to callback chatter such as profile_tasks)."""
+    return bool(_NOTABLE.match(text))
+
+
+@dataclass(frozen=True)
 class Stats:
     """The play recap: per host counts, as ansible-playbook prints them."""
 
     hosts: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
-Event = PlayStart | TaskStart | HostStart | HostResult | Stats
+Event = PlayStart | TaskStart | HostStart | HostResult | Stats | Output
+OUTPUT_EVENTS = ("verbose", "error", "warning", "deprecated", "debug", "system_warning")
 
 
 def parse_time(value: Any) -> datetime | None:
@@ -161,12 +179,15 @@ def _stats(data: dict[str, Any]) -> Stats:
 
 def parse_event(raw: dict[str, Any]) -> Event | None:
     kind = raw.get("event")
-    data = raw.get("event_data")
+    data = raw.get("event_data", {})
     if not isinstance(kind, str) or not isinstance(data, dict):
         return None
     created = parse_time(raw.get("created"))
     event: Event | None = None
-    if kind == "playbook_on_play_start":
+    if kind in OUTPUT_EVENTS:
+        text = raw.get("stdout")
+        event = Output(kind=kind, text=text) if isinstance(text, str) and text.strip() else None
+    elif kind == "playbook_on_play_start":
         event = PlayStart(name=_str(data, "play") or _str(data, "name"), created=created)
     elif kind in ("playbook_on_task_start", "playbook_on_handler_task_start"):
         event = TaskStart(

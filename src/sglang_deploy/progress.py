@@ -14,7 +14,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from .events import COUNT_KEYS, Event, HostResult, HostStart, PlayStart, Stats, TaskStart
+from .events import COUNT_KEYS, Event, HostResult, HostStart, Output, PlayStart, Stats, TaskStart, is_notable
 
 _STYLE = {
     "ok": "green",
@@ -39,13 +39,20 @@ class Progress:
     """Consumes the typed event stream; use as a context manager around the run."""
 
     def __init__(
-        self, stream: IO[str], *, live: bool | None = None, redact: Callable[[str], str] = lambda text: text
+        self,
+        stream: IO[str],
+        *,
+        live: bool | None = None,
+        verbose: bool = False,
+        redact: Callable[[str], str] = lambda text: text,
     ) -> None:
         self.stream = stream
         self.live = stream.isatty() if live is None else live
         self.redact = redact
         self.t0 = time.monotonic()
         self.play = ""
+        self.verbose = verbose
+        self.playing = False
         self.task_labels: dict[str, str] = {}
         self.hosts: dict[str, _Host] = {}
         self._lock = threading.Lock()
@@ -90,6 +97,7 @@ class Progress:
         now = time.monotonic()
         if isinstance(event, PlayStart):
             self.play = event.name
+            self.playing = True
             self._print(f"{self._stamp()} PLAY {event.name}", style="bold")
         elif isinstance(event, TaskStart):
             self.task_labels[event.uuid] = event.label
@@ -101,7 +109,15 @@ class Progress:
             host.since = now
         elif isinstance(event, HostResult):
             self._result(event, now)
+        elif isinstance(event, Output):
+            # callback chatter (profile_tasks, timer) only with -v; errors/warnings always
+            if self.playing and event.kind == "verbose" and not self.verbose and not is_notable(event.text):
+                return
+            style = "red" if event.kind == "error" or "ERROR" in event.text else None
+            for line in self.redact(event.text).splitlines():
+                self._print(f"{self._stamp()} {line}", style=style)
         elif isinstance(event, Stats):
+            self.playing = False
             for name, counts in sorted(event.hosts.items()):
                 self.hosts.setdefault(name, _Host()).counts = dict(counts)
                 if not self.live:

@@ -10,11 +10,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from .events import COUNT_KEYS, Event, HostResult, Stats, TaskStart
+from .events import COUNT_KEYS, Event, HostResult, Output, PlayStart, Stats, TaskStart, is_notable
 
 SCHEMA_VERSION = 1
 MAX_MESSAGE = 4000
 NO_ROLE = "(play)"
+OUTPUT_TAIL = 30
 
 
 @dataclass
@@ -32,6 +33,8 @@ class RunRecorder:
     results: list[HostResult] = field(default_factory=list)
     stats: Stats | None = None
     tasks: dict[str, _Task] = field(default_factory=dict)
+    output: list[str] = field(default_factory=list)
+    playing: bool = False
 
     def feed(self, event: Event) -> None:
         if isinstance(event, TaskStart):
@@ -46,6 +49,15 @@ class RunRecorder:
                     task.last = event.end
         elif isinstance(event, Stats):
             self.stats = event
+            self.playing = False
+        elif isinstance(event, PlayStart):
+            self.playing = True
+        elif isinstance(event, Output) and (
+            not self.playing or event.kind != "verbose" or is_notable(event.text)
+        ):
+            # before the first play: why the playbook did not start; later only errors and warnings
+            self.output.append(event.text)
+            del self.output[:-OUTPUT_TAIL]
 
     def host_counts(self) -> dict[str, dict[str, int]]:
         if self.stats is not None and self.stats.hosts:
@@ -101,6 +113,8 @@ class RunRecorder:
             "hosts": hosts,
             "roles": self.role_elapsed(),
             "failed_tasks": self.failed_tasks(),
+            # what ansible printed outside task results (e.g. why a playbook did not even start)
+            "output_tail": [self.redact(line) for line in self.output] if rc != 0 else [],
         }
 
     def junit(self, suite_name: str) -> ET.ElementTree[ET.Element]:
