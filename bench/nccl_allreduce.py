@@ -16,7 +16,9 @@ import json
 import os
 import re
 import socket
+import statistics
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,14 +48,21 @@ def bus_bandwidth_gbps(nbytes: int, latency_us: float, ranks: int) -> float:
 
 
 def format_table(rows: list[dict[str, Any]], label: str) -> str:
-    lines = [f"# all-reduce bf16 [{label}]", f"{'size':>10} {'avg_us':>10} {'busbw_GBps':>11}"]
-    lines += [f"{human(r['bytes']):>10} {r['avg_us']:>10.1f} {r['busbw_gbps']:>11.1f}" for r in rows]
+    head = f"{'size':>10} {'avg_us':>10} {'busbw_GBps':>11} {'graph_us':>10} {'graph_busbw':>11}"
+    lines = [f"# all-reduce bf16 [{label}] (median of reps; graph = CUDA-graph replay)", head]
+    for r in rows:
+        line = f"{human(r['bytes']):>10} {r['avg_us']:>10.1f} {r['busbw_gbps']:>11.1f}"
+        if "graph_us" in r:
+            line += f" {r['graph_us']:>10.1f} {r['graph_busbw_gbps']:>11.1f}"
+        lines.append(line)
     return "\n".join(lines)
 
 
-def compare_table(runs: list[dict[str, Any]], baseline: str = "default") -> str:
+def compare_table(runs: list[dict[str, Any]], baseline: str = "default", graph: bool = False) -> str:
     """Markdown table: avg latency (us) per size and run; busbw (GB/s) for sizes >= 2 MiB;
-    (+x%) = change vs the first run labelled `baseline` (negative latency change = faster)."""
+    (+x%) = change vs the first run labelled `baseline` (negative latency change = faster).
+    graph: the CUDA-graph columns (graph_us / graph_busbw_gbps) instead of the eager ones."""
+    prefix = "graph_" if graph else ""
     sizes = sorted({r["bytes"] for run in runs for r in run["results"]})
     base = next((run for run in runs if run["label"] == baseline), None)
     base_rows = {r["bytes"]: r for r in base["results"]} if base else {}
@@ -68,6 +77,7 @@ def compare_table(runs: list[dict[str, Any]], baseline: str = "default") -> str:
                 cells.append("-")
                 continue
             key, unit = ("avg_us", "us") if s < (2 << 20) else ("busbw_gbps", "GB/s")
+            key = prefix + key.replace("avg_", "") if graph else key
             cell = f"{r[key]:.1f} {unit}"
             b = base_rows.get(s)
             if b and run is not base and b[key]:
@@ -79,6 +89,41 @@ def compare_table(runs: list[dict[str, Any]], baseline: str = "default") -> str:
 
 def nccl_env() -> dict[str, str]:
     return {k: v for k, v in sorted(os.environ.items()) if k.startswith(("NCCL_", "TORCH_SYMM", "NVSHMEM_"))}
+
+
+def _timed(torch: Any, dist: Any, launch: Callable[[], None], n: int, reps: int) -> float:
+    """Median over reps of the per-op time (us) of `launch` (n ops), the slowest rank's."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    samples = []
+    for _ in range(reps):
+        dist.barrier()
+        torch.cuda.synchronize()
+        start.record()
+        launch()
+        end.record()
+        torch.cuda.synchronize()
+        samples.append(start.elapsed_time(end) * 1000.0 / n)
+    t = torch.tensor([statistics.median(samples)], dtype=torch.float64, device="cuda")
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return float(t.item())
+
+
+def _capture(torch: Any, dist: Any, x: Any, iters: int) -> Any:
+    """CUDA graph of `iters` all-reduces (how SGLang's decode launches them): no host overhead."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            dist.all_reduce(x)
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(iters):
+            dist.all_reduce(x)
+    graph.replay()
+    torch.cuda.synchronize()
+    return graph
 
 
 def _worker(rank: int, ranks: int, port: int, args: argparse.Namespace) -> None:
@@ -96,32 +141,27 @@ def _worker(rank: int, ranks: int, port: int, args: argparse.Namespace) -> None:
     )
     rows: list[dict[str, Any]] = []
     for nbytes in [parse_size(s) for s in args.sizes.split(",")]:
-        x = torch.ones(nbytes // 2, dtype=torch.bfloat16, device="cuda")
+        x = torch.zeros(nbytes // 2, dtype=torch.bfloat16, device="cuda")
         iters = args.iters if nbytes <= (8 << 20) else max(args.iters // 4, 10)
         for _ in range(args.warmup):
             dist.all_reduce(x)
         torch.cuda.synchronize()
-        dist.barrier()
-        torch.cuda.synchronize()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(iters):
-            dist.all_reduce(x)
-        end.record()
-        torch.cuda.synchronize()
-        avg_us = start.elapsed_time(end) * 1000.0 / iters
-        # the slowest rank defines the collective's time
-        t = torch.tensor([avg_us], dtype=torch.float64, device="cuda")
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)
-        avg_us = float(t.item())
-        rows.append(
-            {
-                "bytes": nbytes,
-                "iters": iters,
-                "avg_us": round(avg_us, 2),
-                "busbw_gbps": round(bus_bandwidth_gbps(nbytes, avg_us, ranks), 2),
-            }
-        )
+
+        def eager(x: Any = x, iters: int = iters) -> None:
+            for _ in range(iters):
+                dist.all_reduce(x)
+
+        row: dict[str, Any] = {"bytes": nbytes, "iters": iters, "reps": args.reps}
+        us = _timed(torch, dist, eager, iters, args.reps)
+        row.update(avg_us=round(us, 2), busbw_gbps=round(bus_bandwidth_gbps(nbytes, us, ranks), 2))
+        if args.graph:
+            graph = _capture(torch, dist, x, iters)
+            us = _timed(torch, dist, graph.replay, iters, args.reps)
+            row.update(
+                graph_us=round(us, 2), graph_busbw_gbps=round(bus_bandwidth_gbps(nbytes, us, ranks), 2)
+            )
+            del graph
+        rows.append(row)
         del x
     if rank == 0:
         print(format_table(rows, args.label), flush=True)
@@ -149,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sizes", default=DEFAULT_SIZES, help=f"comma list (default {DEFAULT_SIZES})")
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--iters", type=int, default=100, help="timed iterations (sizes > 8 MiB: iters/4)")
+    p.add_argument("--reps", type=int, default=5, help="timed repetitions per size; the median counts")
+    p.add_argument("--graph", action="store_true", help="also time all-reduces replayed from a CUDA graph")
     p.add_argument("--label", default=os.environ.get("NCCL_BENCH_LABEL", "current env"))
     p.add_argument("--json", default="", help="append results + NCCL env as one JSON line to this file")
     p.add_argument("--compare", nargs="+", metavar="JSONL", help="print a comparison of recorded runs, exit")
@@ -160,18 +202,26 @@ def main(argv: list[str] | None = None) -> int:
             for line in Path(f).read_text(encoding="utf-8").splitlines()
             if line.strip()
         ]
-        print(compare_table(runs))
+        print("eager (host-launched) all-reduce:\n" + compare_table(runs))
+        if all("graph_us" in r for run in runs for r in run["results"]):
+            print("\nCUDA-graph replay:\n" + compare_table(runs, graph=True))
         return 0
     for s in args.sizes.split(","):
         parse_size(s)
     import torch.multiprocessing as mp  # type: ignore[import-not-found, unused-ignore]  # noqa: PLC0415
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     print(f"# NCCL env: {nccl_env() or '(none)'}", flush=True)
-    mp.spawn(_worker, args=(args.ranks, port, args), nprocs=args.ranks, join=True)
-    return 0
+    for attempt in range(3):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        try:
+            mp.spawn(_worker, args=(args.ranks, port, args), nprocs=args.ranks, join=True)
+            return 0
+        except Exception as exc:  # rendezvous port taken between bind and listen: retry
+            if "EADDRINUSE" not in str(exc) or attempt == 2:
+                raise
+    return 1
 
 
 if __name__ == "__main__":

@@ -46,7 +46,7 @@ for run in "${runs[@]}"; do
   (
     set -a; . "$envfile"; set +a
     export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-    timeout 120 python3 bench/nccl_allreduce.py --label "$label" --json "$out/results.jsonl" ${NCCL_BENCH_ARGS:-}
+    timeout 120 python3 bench/nccl_allreduce.py --label "$label" --json "$out/results.jsonl" ${NCCL_BENCH_ARGS:---graph}
   ) 2>&1 | tee -a "$out/bench.log" || rc=1
 done
 python3 bench/nccl_allreduce.py --compare "$out/results.jsonl" | tee "$out/compare.md"
