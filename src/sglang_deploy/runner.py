@@ -15,12 +15,15 @@ import os
 import secrets as _secrets
 import shlex
 import shutil
+import signal
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import ansible_runner
@@ -31,6 +34,7 @@ from .redact import MASK, SECRET_NAME, Redactor, secret_env_values
 from .report import RunRecorder, write_reports
 
 EventSink = Callable[[Event], None]
+INTERRUPTED_RC = 130
 
 
 @dataclass(frozen=True)
@@ -117,6 +121,24 @@ def _extra_var_args(extra_vars: tuple[str, ...], redactor: Redactor) -> Iterator
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+@contextmanager
+def _interruptible() -> Iterator[list[bool]]:
+    """Ctrl-C asks runner to stop ansible (so the reports of the partial run are still written)."""
+    flag = [False]
+    if threading.current_thread() is not threading.main_thread():
+        yield flag
+        return
+
+    def on_sigint(signum: int, frame: FrameType | None) -> None:
+        flag[0] = True
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield flag
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def scrub_artifacts(artifact_dir: Path, redactor: Redactor) -> None:
     """Mask secret-named env values in runner's `command` file, then known secrets and secret-looking
     values in every file (the patterns stop at quotes and backslashes: JSON files stay valid)."""
@@ -161,7 +183,7 @@ def run_playbook(request: RunRequest, on_event: EventSink | None = None) -> RunR
         return True
 
     started = datetime.now()
-    with _extra_var_args(request.extra_vars, redactor) as ev_args:
+    with _extra_var_args(request.extra_vars, redactor) as ev_args, _interruptible() as interrupted:
         cmdline: list[str] = [*ev_args]
         for vault_file in request.vault_password_files:
             cmdline += ["--vault-password-file", str(vault_file.expanduser().resolve())]
@@ -184,12 +206,14 @@ def run_playbook(request: RunRequest, on_event: EventSink | None = None) -> RunR
             suppress_env_files=True,
             envvars={"ANSIBLE_FORCE_COLOR": "false", "ANSIBLE_NOCOLOR": "true"},
             event_handler=handle,
+            cancel_callback=lambda: interrupted[0],
         )
     finished = datetime.now()
     artifact_dir = Path(runner.config.artifact_dir)
     scrub_artifacts(artifact_dir, redactor)
-    rc = runner.rc if isinstance(runner.rc, int) else 1
     status = str(runner.status)
+    # ansible-playbook's own status; a run we stopped on Ctrl-C exits like an interrupted program
+    rc = INTERRUPTED_RC if status == "canceled" else runner.rc if isinstance(runner.rc, int) else 1
     meta = {
         "run_id": ident,
         "playbook": request.playbook,
