@@ -197,6 +197,6 @@ def test_callback_chatter_is_not_output() -> None:
     raws = load("fail")
     chatter = {"event": "verbose", "stdout": "Sunday 29 November 2026  18:46:36 +0000 (0:00:00.155) *****"}
     warning = {"event": "verbose", "stdout": "[WARNING]: something to know"}
-    raws = [*raws[:3], chatter, warning, *raws[3:]]
+    raws = [*raws[:3], chatter, warning, *raws[3:], chatter]
     summary = summarize(replay("x", raws), 2, "failed")
     assert summary["output_tail"] == ["[WARNING]: something to know"]

@@ -36,6 +36,21 @@ def test_plain_lines() -> None:
     assert all(line.startswith(("[", " ")) for line in text.splitlines())
 
 
+def test_plain_hides_callback_chatter_unless_verbose() -> None:
+    chatter = {"event": "verbose", "stdout": "TASKS RECAP ****"}
+    for verbose in (False, True):
+        out = io.StringIO()
+        with Progress(out, live=False, verbose=verbose) as progress:
+            for line in (DATA / "pass.jsonl").read_text().splitlines():
+                event = parse_event(json.loads(line))
+                if event is not None:
+                    progress(event)
+            chatter_event = parse_event(chatter)
+            assert chatter_event is not None
+            progress(chatter_event)
+        assert ("TASKS RECAP" in out.getvalue()) is verbose
+
+
 def test_plain_shows_errors_before_the_play() -> None:
     out = io.StringIO()
     feed("error", Progress(out, live=False))

@@ -110,14 +110,13 @@ class Progress:
         elif isinstance(event, HostResult):
             self._result(event, now)
         elif isinstance(event, Output):
-            # callback chatter (profile_tasks, timer) only with -v; errors/warnings always
+            # once a play started, callback chatter (profile_tasks, timer) only with -v; errors always
             if self.playing and event.kind == "verbose" and not self.verbose and not is_notable(event.text):
                 return
             style = "red" if event.kind == "error" or "ERROR" in event.text else None
             for line in self.redact(event.text).splitlines():
                 self._print(f"{self._stamp()} {line}", style=style)
         elif isinstance(event, Stats):
-            self.playing = False
             for name, counts in sorted(event.hosts.items()):
                 self.hosts.setdefault(name, _Host()).counts = dict(counts)
                 if not self.live:

@@ -49,7 +49,6 @@ class RunRecorder:
                     task.last = event.end
         elif isinstance(event, Stats):
             self.stats = event
-            self.playing = False
         elif isinstance(event, PlayStart):
             self.playing = True
         elif isinstance(event, Output) and (
