@@ -200,3 +200,21 @@ def test_callback_chatter_is_not_output() -> None:
     raws = [*raws[:3], chatter, warning, *raws[3:], chatter]
     summary = summarize(replay("x", raws), 2, "failed")
     assert summary["output_tail"] == ["[WARNING]: something to know"]
+
+
+def test_real_unreachable_host() -> None:
+    """Real events of a run where one host (a missing container) is unreachable: ansible rc 4."""
+    recorder = replay("unreachable")
+    summary = summarize(recorder, 4, "failed")
+    assert summary["hosts"]["localhost"]["status"] == "ok"
+    gone = summary["hosts"]["sgd-no-such-container"]
+    assert (gone["unreachable"], gone["status"]) == (1, "unreachable")
+    [failed] = summary["failed_tasks"]
+    assert (failed["host"], failed["outcome"], failed["role"]) == (
+        "sgd-no-such-container",
+        "unreachable",
+        "demo",
+    )
+    assert "Failed to create temporary directory" in failed["message"]
+    root = recorder.junit("pass.yml").getroot()
+    assert (root.get("errors"), root.get("failures")) == ("1", "0")

@@ -10,6 +10,8 @@ from .paths import default_artifacts, default_inventory, repo_root
 from .progress import Progress
 from .runner import RunRequest, run_playbook
 
+UNREACHABLE_RC = 4  # ansible-playbook: some hosts were unreachable
+
 
 def _resolve(path: Path | None) -> Path | None:
     return None if path is None else path.expanduser().resolve()
@@ -45,5 +47,7 @@ def run(args: argparse.Namespace) -> int:
     with progress:
         result = run_playbook(request, on_event=progress)
     progress.final(result.summary)
+    if result.rc == UNREACHABLE_RC and inventory == default_inventory(root):
+        print("hint: is the lab host up? `sglang-deploy lab status` / `sglang-deploy lab create`")
     print(f"summary: {result.summary_path}  junit: {result.junit_path}  artifacts: {result.artifact_dir}")
     return result.rc
