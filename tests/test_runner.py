@@ -19,7 +19,7 @@ PROJECT = Path(__file__).parent / "data" / "runner_project"
 
 
 def run(
-    tmp_path: Path, playbook: str, *extra: str, vault: Path | None = None
+    tmp_path: Path, playbook: str, *extra: str, vault: Path | None = None, check: bool = False
 ) -> tuple[RunResult, list[Event]]:
     events: list[Event] = []
     request = RunRequest(
@@ -29,6 +29,7 @@ def run(
         artifacts_dir=tmp_path / "artifacts",
         extra_vars=extra,
         vault_password_files=(vault,) if vault else (),
+        check=check,
     )
     return run_playbook(request, on_event=events.append), events
 
@@ -80,6 +81,13 @@ def test_failing_playbook(tmp_path: Path) -> None:
     assert_absent(tmp_path / "artifacts", "tok-abcdef123456")
     for path in (result.artifact_dir / "job_events").glob("*.json"):
         json.loads(path.read_text())  # masking kept runner's event files valid JSON
+
+
+def test_check_mode(tmp_path: Path) -> None:
+    result, _ = run(tmp_path, "pass.yml", check=True)
+    assert result.rc == 0
+    assert result.summary["check"] is True
+    assert "--check" in json.loads((result.artifact_dir / "command").read_text())["command"]
 
 
 def test_bad_playbook_rc(tmp_path: Path) -> None:
