@@ -1,0 +1,257 @@
+"""sglang_service: golden units, systemd-analyze, the running unit with the test double, the API
+key, restarts on change only, the health failure path and bad input."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from conftest import GOLDEN, TEST_KEY, UNIT, run_playbook
+
+UNITS = {UNIT: "production", "sglang-golden-baseline": "baseline", "sglang-golden-tree": "tree"}
+LAUNCH_ARGS = {
+    UNIT: "/etc/sglang/launch-args.json",
+    "sglang-golden-baseline": "/etc/sglang/launch-args-golden-baseline.json",
+    "sglang-golden-tree": "/etc/sglang/launch-args-golden-tree.json",
+}
+# systemd-analyze security of the unit must not get worse than this (README states the value).
+EXPOSURE_MAX = 4.3
+SHA_LINE = re.compile(r"^(#   nccl\.env sha256: )[0-9a-f]{64}$", re.M)
+
+
+def _normalize(text: str) -> str:
+    return SHA_LINE.sub(r"\1<sha256>", text)
+
+
+def _golden(name: str, actual: str) -> str:
+    path = GOLDEN / name
+    if os.environ.get("SGLANG_UPDATE_GOLDEN") == "1":
+        path.write_text(actual, encoding="utf-8")
+    return path.read_text(encoding="utf-8")
+
+
+def _show(host, prop: str) -> str:
+    return host.check_output(f"systemctl show -p {prop} --value {UNIT}")
+
+
+def _report(host) -> dict:
+    return json.loads(host.file("/var/lib/sglang/test-double.json").content_string)
+
+
+# --- golden files and static checks ------------------------------------------------------
+
+
+@pytest.mark.parametrize("unit", list(UNITS))
+def test_unit_matches_golden(host, unit):
+    actual = _normalize(host.file(f"/etc/systemd/system/{unit}.service").content_string)
+    assert actual == _golden(f"{unit}.service", actual)
+
+
+@pytest.mark.parametrize("unit", list(UNITS))
+def test_launch_args_match_golden(host, unit):
+    f = host.file(LAUNCH_ARGS[unit])
+    assert f.user == "root" and f.mode == 0o644
+    actual = f.content_string
+    assert actual == _golden(f"{unit}.launch-args.json", actual)
+    doc = json.loads(actual)
+    assert doc["argv"] == doc["launcher"] + doc["server_args"]
+    assert TEST_KEY not in actual
+
+
+def test_presets_differ_as_the_seed_table_says(host):
+    prod = json.loads(host.file(LAUNCH_ARGS[UNIT]).content_string)
+    base = json.loads(host.file(LAUNCH_ARGS["sglang-golden-baseline"]).content_string)
+    tree = json.loads(host.file(LAUNCH_ARGS["sglang-golden-tree"]).content_string)
+    args = " ".join(prod["server_args"])
+    assert "--speculative-eagle-topk 1 --speculative-num-draft-tokens 3" in args
+    assert prod["environment"]["SGLANG_ENABLE_SPEC_V2"] == "1"
+    assert not any(a.startswith("--speculative") for a in base["server_args"])
+    assert "SGLANG_ENABLE_SPEC_V2" not in base["environment"]
+    assert "--speculative-eagle-topk 4 --speculative-num-draft-tokens 16" in " ".join(tree["server_args"])
+    assert "SGLANG_ENABLE_SPEC_V2" not in tree["environment"]
+    assert prod["launcher"] == ["/usr/bin/python3", "/usr/local/libexec/sglang-test-double"]
+    assert base["launcher"] == ["/opt/sglang/current/venv/bin/python", "-m", "sglang.launch_server"]
+
+
+def test_nccl_checksum_line_is_truthful(host):
+    nccl = host.file("/etc/sglang/nccl.env").content
+    unit = host.file(f"/etc/systemd/system/{UNIT}.service").content_string
+    assert f"#   nccl.env sha256: {hashlib.sha256(nccl).hexdigest()}\n" in unit
+
+
+@pytest.mark.parametrize("unit", list(UNITS))
+def test_systemd_analyze_verify_is_clean(host, unit):
+    cmd = host.run(f"systemd-analyze verify /etc/systemd/system/{unit}.service")
+    assert cmd.rc == 0, cmd.stdout + cmd.stderr
+    noise = [line for line in (cmd.stdout + cmd.stderr).splitlines() if unit in line]
+    assert noise == [], noise
+
+
+def test_security_exposure_is_low(host):
+    out = host.check_output(f"systemd-analyze security {UNIT} --no-pager")
+    m = re.search(r"Overall exposure level for \S+: (\d+\.\d+)", out)
+    assert m, out
+    assert float(m[1]) <= EXPOSURE_MAX, out
+
+
+def test_gpu_devices_stay_reachable(host):
+    # No closed device policy (PrivateDevices=/DeviceAllow=/ProtectClock= would hide /dev/nvidia*).
+    assert _show(host, "DevicePolicy") == "auto"
+    assert _show(host, "DeviceAllow") == ""
+    assert _show(host, "PrivateDevices") == "no"
+    assert _show(host, "MemoryDenyWriteExecute") == "no"
+
+
+# --- the running service (test double) ---------------------------------------------------
+
+
+def test_service_running_enabled_and_healthy(host):
+    svc = host.service(UNIT)
+    assert svc.is_running and svc.is_enabled
+    assert host.check_output("curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:30000/health") == "200"
+
+
+def test_lab_units_enabled_not_started(host):
+    for unit in ("sglang-golden-baseline", "sglang-golden-tree"):
+        svc = host.service(unit)
+        assert svc.is_enabled and not svc.is_running
+
+
+def test_user_groups_env_and_argv_reach_the_process(host):
+    rep = _report(host)
+    user = host.user("sglang")
+    assert rep["uid"] == user.uid and rep["uid"] != 0
+    for group in ("video", "render"):
+        assert host.group(group).gid in rep["groups"], group
+    env = rep["env"]
+    assert env["SGLANG_ENABLE_SPEC_V2"] == "1"
+    assert env["NCCL_PROTO"] == "LL" and env["NCCL_P2P_LEVEL"] == "SYS"
+    assert env["HOME"] == "/var/lib/sglang" and rep["cwd"] == "/var/lib/sglang"
+    for name in ("TRITON_CACHE_DIR", "FLASHINFER_WORKSPACE_BASE", "TVM_FFI_CACHE_DIR", "XDG_CACHE_HOME"):
+        assert env[name].startswith("/var/cache/sglang"), name
+    assert env["PATH"].startswith("/opt/sglang/current/venv/bin:/usr/local/cuda/bin:")
+    launch = json.loads(host.file(LAUNCH_ARGS[UNIT]).content_string)
+    # systemd expanded ${SGLANG_API_KEY} into exactly one argument: the key.
+    assert rep["api_key_sha256"] == hashlib.sha256(TEST_KEY.encode()).hexdigest()
+    expected = [a for a in launch["server_args"] if a != "${SGLANG_API_KEY}"]
+    assert rep["argv"][:-1] == expected
+    for d in ("/var/lib/sglang", "/var/cache/sglang"):
+        f = host.file(d)
+        assert f.user == "sglang" and f.mode == 0o750, d
+
+
+def test_api_key_file_and_no_leak(host):
+    f = host.file("/etc/sglang/api-key.env")
+    assert f.user == "root" and f.group == "root" and f.mode == 0o600
+    assert f.content_string == f"SGLANG_API_KEY={TEST_KEY}\n"
+    unit = host.file(f"/etc/systemd/system/{UNIT}.service").content_string
+    assert TEST_KEY not in unit and "--api-key ${SGLANG_API_KEY}" in unit
+    show = host.check_output(f"systemctl show {UNIT} --no-pager")
+    assert TEST_KEY not in show
+    assert "${SGLANG_API_KEY}" in _show(host, "ExecStart")
+    base = "curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:30000/v1/models"
+    assert host.check_output(base) == "401"
+    assert host.check_output(f"{base} -H 'Authorization: Bearer {TEST_KEY}'") == "200"
+
+
+# --- lifecycle: restart on change only -----------------------------------------------------
+
+
+def _start_stamp(host) -> tuple[str, str]:
+    return _show(host, "MainPID"), _show(host, "ExecMainStartTimestampMonotonic")
+
+
+def test_restart_on_nccl_and_release_change_only(host):
+    before = _start_stamp(host)
+    # A: an NCCL value changes through the nccl_env role's input -> restart.
+    rc, out, recap = run_playbook(extra={"nccl_env_extra": {"NCCL_NTHREADS": 256}})
+    assert rc == 0, out[-4000:]
+    after_a = _start_stamp(host)
+    assert after_a != before, "NCCL change did not restart the service"
+    assert _report(host)["env"]["NCCL_NTHREADS"] == "256"
+    # B: back to the original NCCL file -> restart again.
+    rc, out, recap = run_playbook()
+    assert rc == 0, out[-4000:]
+    after_b = _start_stamp(host)
+    assert after_b != after_a
+    assert _report(host)["env"]["NCCL_NTHREADS"] == "512"
+    # C: the release (the `current` link) changes -> restart; the unit names the new release.
+    host.check_output("ln -sfn /opt/sglang/releases/r2 /opt/sglang/current.new && "
+                      "mv -T /opt/sglang/current.new /opt/sglang/current")
+    try:
+        rc, out, recap = run_playbook()
+        assert rc == 0, out[-4000:]
+        after_c = _start_stamp(host)
+        assert after_c != after_b
+        unit = host.file(f"/etc/systemd/system/{UNIT}.service").content_string
+        assert "#   release: /opt/sglang/releases/r2\n" in unit
+    finally:
+        host.check_output("ln -sfn /opt/sglang/releases/r1 /opt/sglang/current.new && "
+                          "mv -T /opt/sglang/current.new /opt/sglang/current")
+    rc, out, recap = run_playbook(verbose=True)
+    assert rc == 0, out[-4000:]
+    after_back = _start_stamp(host)
+    # D: a no-op rerun restarts nothing, changes nothing, and -v output holds no key.
+    rc, out, recap = run_playbook(verbose=True)
+    assert rc == 0, out[-4000:]
+    assert recap and recap["changed"] == "0", out[-4000:]
+    assert _start_stamp(host) == after_back, "a no-op rerun restarted the service"
+    assert TEST_KEY not in out
+
+
+def test_unhealthy_double_fails_with_journal_lines(host):
+    name = "sglang-unhealthy"
+    extra = {
+        "sglang_service_name": name,
+        "sglang_service_port": 30001,
+        "sglang_service_launch_args_file": "/etc/sglang/launch-args-unhealthy.json",
+        "sglang_service_exec_override": ["/usr/bin/python3", "/usr/local/libexec/sglang-test-double",
+                                         "--unhealthy"],
+        "sglang_service_health_timeout": 6,
+    }
+    try:
+        rc, out, recap = run_playbook(extra=extra, verbose=True)
+    finally:
+        host.run(f"systemctl disable --now {name}; rm -f /etc/systemd/system/{name}.service "
+                 "/etc/sglang/launch-args-unhealthy.json; systemctl daemon-reload")
+    assert rc != 0, out[-4000:]
+    assert f"{name} did not answer 200 on http://127.0.0.1:30001/health" in out, out[-4000:]
+    assert "UNHEALTHY mode: /health answers 503 forever" in out, out[-4000:]
+    # The double prints the key like SGLang does; the failure message shows it masked.
+    assert "api_key=********" in out or "api_key='********" in out, out[-4000:]
+    assert TEST_KEY not in out
+
+
+# --- bad input: fails before any change, naming the variable ------------------------------
+
+BAD_INPUT = {
+    "nccl_value": ({"nccl_env_extra": {"NCCL_PROTO": "Fast"}}, "NCCL_PROTO"),
+    "unknown_preset": ({"sglang_preset": "turbo"}, "sglang_service_preset (sglang_preset)='turbo'"),
+    "port_zero": ({"sglang_service_port": 0}, "sglang_service_port=0"),
+    "spec_v2_topk4": ({"sglang_speculative_eagle_topk": 4}, "sglang_service_speculative_eagle_topk"),
+    "relative_model_path": ({"sglang_model_path": "models/kimi"},
+                            "sglang_service_model_path (sglang_model_path)='models/kimi'"),
+    "missing_api_key": ({"sglang_api_key": ""}, "sglang_api_key is not set but sglang_api_key_required=true"),
+    "spec_v2_baseline": ({"sglang_preset": "baseline", "sglang_spec_v2": True}, "sglang_service_spec_v2"),
+    "short_api_key": ({"sglang_api_key": "short-secret"}, "sglang_api_key (value hidden) is invalid"),
+}
+
+
+def test_bad_input_fails_before_any_change(host):
+    unit_before = host.file(f"/etc/systemd/system/{UNIT}.service").md5sum
+    stamp_before = _start_stamp(host)
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        results = dict(zip(BAD_INPUT, pool.map(lambda case: run_playbook(extra=case[0]),
+                                               BAD_INPUT.values()), strict=True))
+    for case, (rc, out, recap) in results.items():
+        expected = BAD_INPUT[case][1]
+        assert rc != 0, f"{case}: {out[-3000:]}"
+        assert expected in out, f"{case}: {expected!r} not in output:\n{out[-3000:]}"
+        assert recap and recap["changed"] == "0", f"{case}: {out[-3000:]}"
+        assert "short-secret" not in out and TEST_KEY not in out, case
+    assert host.file(f"/etc/systemd/system/{UNIT}.service").md5sum == unit_before
+    assert _start_stamp(host) == stamp_before
