@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""Acceptance checks of a freshly built SGLang release, run with the release's own interpreter.
+
+usage: stack_check.py SPEC_JSON        (prints one JSON document on stdout; exit 1 on failure)
+SPEC: {"expect": {dist: version}, "modules": [...], "argv": [...], "touched": {"rel/path": ...}}
+
+* dist versions come from importlib.metadata (works for sgl-kernel, which cannot be IMPORTED
+  without a GPU: its common_ops library needs the CUDA driver);
+* modules are imported (torch, flashinfer, sglang, transformers work on a CPU-only host);
+* argv is parsed by SGLang's own argument parser (ServerArgs.add_cli_args + parse_args): flag
+  names, types and choices are validated without a GPU (prepare_server_args would then demand an
+  accelerator, so it is not called).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import importlib.metadata as md
+import io
+import json
+import platform
+import sys
+from typing import Any
+
+
+def public(version: str) -> str:
+    return version.split("+", 1)[0]
+
+
+def main() -> int:
+    spec: dict[str, Any] = json.loads(sys.argv[1])
+    errors: list[str] = []
+    dists = {d.metadata["Name"].lower().replace("_", "-"): d.version for d in md.distributions()}
+    for dist, want in spec.get("expect", {}).items():
+        have = dists.get(dist.lower().replace("_", "-"))
+        exact = "+" in want
+        if have is None:
+            errors.append(f"{dist}: not installed (want {want})")
+        elif (have if exact else public(have)) != want:
+            errors.append(f"{dist}: installed {have}, want {want}")
+    imported: dict[str, str] = {}
+    for name in spec.get("modules", []):
+        try:
+            module = importlib.import_module(name)
+            imported[name] = str(getattr(module, "__version__", "?"))
+        except Exception as exc:  # report every failing import, not just the first
+            errors.append(f"import {name}: {type(exc).__name__}: {exc}")
+    argv = spec.get("argv") or []
+    argv_ok = None
+    if argv:
+        try:
+            from sglang.srt.server_args import ServerArgs
+
+            parser = argparse.ArgumentParser(prog="sglang.launch_server")
+            ServerArgs.add_cli_args(parser)
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err):
+                parser.parse_args(argv)
+            argv_ok = True
+        except SystemExit as exc:
+            argv_ok = False
+            errors.append(f"SGLang's argument parser rejected {argv}: exit {exc.code}: {err.getvalue().strip()}")
+        except Exception as exc:
+            argv_ok = False
+            errors.append(f"SGLang's argument parser failed: {type(exc).__name__}: {exc}")
+    result = {
+        "ok": not errors,
+        "errors": errors,
+        "python": platform.python_version(),
+        "executable": sys.executable,
+        "imported": imported,
+        "argv_ok": argv_ok,
+        "distributions": dict(sorted(dists.items())),
+    }
+    print(json.dumps(result))
+    return 0 if not errors else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,154 @@
+"""Filters of the sglang_stack role: patch series normalisation, touched files, release id.
+
+Pure functions (no Ansible imports at module level beyond the error type) so tests/ can unit-test
+them directly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+try:  # pragma: no cover - only inside Ansible
+    from ansible.errors import AnsibleFilterError as _FilterError
+except ImportError:  # pragma: no cover
+    _FilterError = ValueError  # type: ignore[assignment,misc]
+
+LAYOUTS = ("repo", "sdist", "site_packages")
+TARGETS = ("sglang", "flashinfer")
+_STRIP_ALIASES = {"site-packages": "site_packages", "sitepackages": "site_packages", "installed": "site_packages"}
+_PLUS_LINE = re.compile(r"^\+\+\+ (?P<path>\S+)", re.M)
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def _fail(msg: str) -> None:
+    raise _FilterError(msg)
+
+
+def _strip_levels(entry: Mapping[str, Any], name: str) -> dict[str, int]:
+    raw: Any = entry.get("strip", {})
+    levels: dict[str, int] = {}
+    if isinstance(raw, Mapping):
+        for key, value in raw.items():
+            levels[_STRIP_ALIASES.get(str(key), str(key))] = int(value)
+    for layout in LAYOUTS:  # flat spellings: strip_site_packages / strip_repo ...
+        for key in (f"strip_{layout}", f"strip_{layout.replace('_', '-')}"):
+            if key in entry:
+                levels[layout] = int(entry[key])
+    if "site_packages" not in levels:
+        _fail(f"patch series entry {name!r}: no strip level for the site_packages layout (got {raw!r})")
+    return levels
+
+
+def sglang_stack_series(data: Any) -> list[dict[str, Any]]:
+    """Normalise patches/series.yml into [{name, file, target, sha256, strip: {layout: n}}]."""
+    entries: Any = data.get("patches", data.get("series")) if isinstance(data, Mapping) else data
+    if not isinstance(entries, list):
+        _fail(f"patch series: expected a list of patches (or a 'patches:' key), got {type(entries).__name__}")
+    out: list[dict[str, Any]] = []
+    for index, entry in enumerate(entries, start=1):
+        if not isinstance(entry, Mapping):
+            _fail(f"patch series entry {index}: expected a mapping, got {entry!r}")
+        file = str(entry.get("file") or entry.get("path") or "")
+        name = str(entry.get("name") or entry.get("id") or file)
+        target = str(entry.get("target", "")).lower()
+        sha = str(entry.get("sha256", "")).lower()
+        if not file:
+            _fail(f"patch series entry {index}: 'file' is required")
+        if target not in TARGETS:
+            _fail(f"patch series entry {name!r}: target {target!r} not in {list(TARGETS)}")
+        if not _SHA256.match(sha):
+            _fail(f"patch series entry {name!r}: sha256 {sha!r} is not 64 hex digits")
+        out.append({"index": index, "name": name, "file": file, "target": target, "sha256": sha,
+                    "strip": _strip_levels(entry, name)})
+    return out
+
+
+def sglang_stack_touched(patch_text: str, strip: int) -> list[str]:
+    """Files a unified diff modifies, relative to the directory it is applied in at -p<strip>."""
+    files: list[str] = []
+    for match in _PLUS_LINE.finditer(patch_text):
+        path = match["path"]
+        if path == "/dev/null":
+            continue
+        parts = path.split("/")
+        if len(parts) <= strip:
+            _fail(f"patch path {path!r} has too few components for -p{strip}")
+        rel = "/".join(parts[strip:])
+        if rel not in files:
+            files.append(rel)
+    return files
+
+
+def sglang_stack_release_id(inputs: Mapping[str, Any], length: int = 12) -> str:
+    """Short sha256 over the canonical JSON of everything that defines a release."""
+    blob = json.dumps(inputs, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:length]
+
+
+def sglang_stack_lock_summary(lock_text: str) -> dict[str, str]:
+    """`name==version` (or `name @ url`) lines of a uv lock -> {name: version-or-url}."""
+    pins: dict[str, str] = {}
+    for raw in lock_text.splitlines():
+        line = raw.strip().rstrip("\\").strip()
+        if not line or line.startswith(("#", "-")) or raw.startswith((" ", "\t")):
+            continue
+        if " @ " in line:
+            name, url = line.split(" @ ", 1)
+            pins[name.strip().lower()] = url.split()[0]
+        elif "==" in line:
+            name, version = line.split("==", 1)
+            pins[name.strip().lower()] = version.split()[0].split(";")[0]
+    return pins
+
+
+def sglang_stack_drift(stat_results: list[Mapping[str, Any]], recorded: Mapping[str, str]) -> list[str]:
+    """Touched files (stat loop results: item = relative path) whose sha256 differs from the receipt.
+
+    A missing file counts as drifted; a file the receipt does not know is ignored (older receipt).
+    """
+    drifted: list[str] = []
+    for result in stat_results:
+        rel = str(result.get("item", ""))
+        if result.get("skipped") or rel not in recorded:
+            continue
+        stat = result.get("stat") or {}
+        if not stat.get("exists") or stat.get("checksum") != recorded[rel]:
+            drifted.append(rel)
+    return drifted
+
+
+def sglang_stack_targets(plan: list[Mapping[str, Any]], files: list[str]) -> list[str]:
+    """Targets (sglang / flashinfer) of the patches that touch any of `files`."""
+    wanted = set(files)
+    return sorted({str(p["target"]) for p in plan if wanted.intersection(p.get("touched", []))})
+
+
+def sglang_stack_checksums(stat_results: list[Mapping[str, Any]]) -> dict[str, str]:
+    """Stat loop results -> {relative path: sha256} (missing files left out)."""
+    return {str(r["item"]): str(r["stat"]["checksum"]) for r in stat_results
+            if not r.get("skipped") and (r.get("stat") or {}).get("exists")}
+
+
+DIST_OF_TARGET = {"sglang": "sglang", "flashinfer": "flashinfer-python"}
+
+
+def sglang_stack_target_dists(targets: list[str]) -> list[str]:
+    return [DIST_OF_TARGET[t] for t in targets]
+
+
+class FilterModule:
+    def filters(self) -> dict[str, Any]:
+        return {
+            "sglang_stack_series": sglang_stack_series,
+            "sglang_stack_touched": sglang_stack_touched,
+            "sglang_stack_release_id": sglang_stack_release_id,
+            "sglang_stack_lock_summary": sglang_stack_lock_summary,
+            "sglang_stack_drift": sglang_stack_drift,
+            "sglang_stack_targets": sglang_stack_targets,
+            "sglang_stack_checksums": sglang_stack_checksums,
+            "sglang_stack_target_dists": sglang_stack_target_dists,
+        }
