@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from sglang_deploy.events import HostResult, HostStart, PlayStart, Stats, TaskStart, parse_event
-from sglang_deploy.redact import MASK, Redactor
+from sglang_deploy.redact import MASK, Redactor, secret_env_values
 from sglang_deploy.report import NO_ROLE, RunRecorder, write_reports
 
 DATA = Path(__file__).parent / "data" / "runner_events"
@@ -218,3 +218,13 @@ def test_real_unreachable_host() -> None:
     assert "Failed to create temporary directory" in failed["message"]
     root = recorder.junit("pass.yml").getroot()
     assert (root.get("errors"), root.get("failures")) == ("1", "0")
+
+
+def test_secret_env_values() -> None:
+    env = {
+        "HF_TOKEN": "hf_abcdefghijk",
+        "USE_TOKEN": "true",
+        "VAULT_PASSWORD_FILE": "/root/.vault-pass",
+        "HOME": "/x",
+    }
+    assert secret_env_values(env) == ["hf_abcdefghijk"]

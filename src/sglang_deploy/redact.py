@@ -43,6 +43,13 @@ class Redactor:
         return text
 
 
+ENV_SECRET_MIN_LENGTH = 8  # shorter values of secret-named variables are flags ("true", "1"), not secrets
+
+
 def secret_env_values(env: Mapping[str, str]) -> list[str]:
-    """Values of environment variables whose name says they are secret."""
-    return [value for name, value in env.items() if SECRET_NAME.search(name) and value]
+    """Values of environment variables whose name says they are secret (and that look like one)."""
+    return [
+        value
+        for name, value in env.items()
+        if SECRET_NAME.search(name) and len(value) >= ENV_SECRET_MIN_LENGTH and not value.startswith("/")
+    ]
