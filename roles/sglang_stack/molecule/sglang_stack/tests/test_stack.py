@@ -1,0 +1,75 @@
+"""The converged host has the real stack installed, patched, recorded and activated."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from helpers import CURRENT, PATCHES, PY, ROOT, added_lines, receipt, series, site_packages
+
+EXPECTED = {
+    "torch": "2.9.1",
+    "sgl-kernel": "0.3.21",
+    "flashinfer-python": "0.6.4",
+    "flashinfer-cubin": "0.6.4",
+    "sglang": "0.5.9",
+    "transformers": "4.57.1",
+}
+
+
+def test_current_is_a_relative_link_to_a_complete_release(host: Any) -> None:
+    link = host.file(CURRENT)
+    assert link.is_symlink
+    assert link.linked_to.startswith(f"{ROOT}/releases/")
+    rid = link.linked_to.rsplit("/", 1)[1]
+    assert host.file(f"{ROOT}/releases/{rid}/.complete").content_string.strip() == rid
+    assert not host.file(f"{ROOT}/.current.new").exists
+
+
+def test_installed_versions(host: Any) -> None:
+    script = ("import importlib.metadata as m, json; "
+              f"print(json.dumps({{d: m.version(d) for d in {sorted(EXPECTED)!r}}}))")
+    got = json.loads(host.check_output(f'{PY} -c "{script}"'))
+    assert {k: v.split("+")[0] for k, v in got.items()} == EXPECTED
+
+
+def test_python_is_the_requested_interpreter(host: Any) -> None:
+    assert host.check_output(f"{PY} -c 'import sys; print(sys.version_info[:2])'") == "(3, 11)"
+
+
+@pytest.mark.parametrize("entry", series(), ids=lambda e: str(e.get("id", e.get("name"))))
+def test_patch_present_in_installed_tree(host: Any, entry: dict[str, Any]) -> None:
+    lines = added_lines((PATCHES / entry["file"]).read_text())
+    assert lines, f"{entry['file']} adds no distinctive line"
+    sp = site_packages(host)
+    for rel in entry["files"]:
+        content = host.file(f"{sp}/{rel}").content_string
+        if lines[0] in content:
+            return
+    pytest.fail(f"{entry['file']}: '{lines[0]}' not found in {entry['files']}")
+
+
+def test_receipt(host: Any) -> None:
+    r = receipt(host)
+    rid = host.file(CURRENT).linked_to.rsplit("/", 1)[1]
+    assert r["release_id"] == rid
+    assert r["python"]["version"].startswith("3.11.")
+    assert r["sources"]["sglang_source"] == "sdist"
+    assert r["checks"]["argv_ok"] is True
+    assert "--speculative-disable-batch-threshold" in r["checks"]["argv"]
+    for dist, version in EXPECTED.items():
+        assert r["versions"][dist].split("+")[0] == version
+    assert [p["sha256"] for p in r["patches"]] == [e["sha256"] for e in series()]
+    assert r["patched_files"], "no patched file checksums recorded"
+    sp = site_packages(host)
+    for rel, digest in r["patched_files"].items():
+        assert host.file(f"{sp}/{rel}").sha256sum == digest, rel
+    lock = host.file(r["lock"]["path"]).content_string
+    assert "--hash=sha256:" in lock
+    assert r["lock"]["pins"]["flashinfer-python"] == "0.6.4"
+
+
+def test_import_without_gpu(host: Any) -> None:
+    out = host.check_output(f"{PY} -c 'import sglang, flashinfer, torch; print(sglang.__version__)'")
+    assert out.strip() == "0.5.9"
