@@ -1,0 +1,66 @@
+"""cuda_toolkit, apt method, against the fixture repository (fake cuda-toolkit-13-0 13.0.0/1/2)."""
+
+from __future__ import annotations
+
+PKG = "cuda-toolkit-13-0"
+
+
+def test_repo_is_deb822_with_signed_by(host) -> None:
+    src = host.file("/etc/apt/sources.list.d/nvidia-cuda.sources")
+    assert src.exists
+    lines = {
+        line.split(":", 1)[0]: line.split(":", 1)[1].strip()
+        for line in src.content_string.splitlines()
+        if ":" in line
+    }
+    assert lines["Types"] == "deb"
+    assert lines["URIs"] == "http://127.0.0.1:8808/"
+    assert lines["Suites"] == "/"
+    key = lines["Signed-By"]
+    assert key.startswith("/etc/apt/keyrings/")
+    assert (
+        host.file(key).content_string == host.file("/srv/fake-cuda-repo/fake-nvidia-repo.asc").content_string
+    )
+    # No other copy of the key is trusted globally.
+    assert not host.file("/etc/apt/trusted.gpg").exists
+    assert not host.run("grep -rl 127.0.0.1:8808 /etc/apt/sources.list /etc/apt/sources.list.d/*.list").stdout
+
+
+def test_pinned_release_installed_although_newer_available(host) -> None:
+    assert host.package(PKG).version == "13.0.1-1"
+    policy = host.check_output(f"apt-cache policy {PKG}")
+    assert "Installed: 13.0.1-1" in policy
+    assert "Candidate: 13.0.1-1" in policy
+    assert "13.0.2-1" in policy  # the newer one IS available from the repo
+    pref = host.file(f"/etc/apt/preferences.d/{PKG}.pref").content_string
+    assert f"Package: {PKG}" in pref
+    assert "Pin: version 13.0.1-1" in pref
+    assert "Pin-Priority: 1001" in pref
+
+
+def test_package_is_held(host) -> None:
+    sel = host.check_output(f"dpkg --get-selections {PKG}").split()
+    assert sel == [PKG, "hold"]
+
+
+def test_apt_upgrade_does_not_move_it(host) -> None:
+    host.run_expect([0], "apt-get update -qq")
+    sim = host.check_output("apt-get -s -o Debug::NoLocking=1 dist-upgrade")
+    assert f"Inst {PKG}" not in sim
+    host.run_expect([0], "DEBIAN_FRONTEND=noninteractive apt-get -y -q upgrade")
+    assert host.package(PKG).version == "13.0.1-1"
+
+
+def test_unattended_upgrades_blacklist(host) -> None:
+    f = host.file("/etc/apt/apt.conf.d/51cuda-toolkit-unattended-upgrades")
+    assert f.exists
+    dump = host.check_output("apt-config dump Unattended-Upgrade::Package-Blacklist")
+    for entry in ("cuda-", "nvidia-", "libnvidia-", "libnccl"):
+        assert f'Unattended-Upgrade::Package-Blacklist:: "{entry}";' in dump
+
+
+def test_toolkit_verified_and_exported(host) -> None:
+    out = host.check_output("/usr/local/cuda-13.0/bin/nvcc --version")
+    assert "release 13.0, V13.0.88" in out
+    env = host.check_output("bash -lc 'echo $CUDA_HOME; command -v nvcc'")
+    assert env.splitlines() == ["/usr/local/cuda-13.0", "/usr/local/cuda-13.0/bin/nvcc"]

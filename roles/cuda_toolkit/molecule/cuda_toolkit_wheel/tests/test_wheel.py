@@ -1,0 +1,82 @@
+"""cuda_toolkit, wheel method: NVIDIA's 13.0.1 wheels in /opt/cuda/13.0.1, a usable bin/nvcc."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+PREFIX = "/opt/cuda/13.0.1"
+KERNEL = r"""
+#include <cstdio>
+__global__ void scale(float *x, float a, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] *= a;
+}
+int main() { printf("built\n"); return 0; }
+"""
+
+
+def test_nvcc_reports_13_0_1_build(host) -> None:
+    out = host.check_output(f"{PREFIX}/bin/nvcc --version")
+    assert "Cuda compilation tools, release 13.0, V13.0.88" in out
+
+
+def test_prefix_looks_like_cuda_home(host) -> None:
+    for d in ("bin", "include", "lib64", "nvvm"):
+        assert host.file(f"{PREFIX}/{d}").is_symlink, d
+    assert host.file(f"{PREFIX}/include/cuda_runtime.h").exists
+    assert host.file(f"{PREFIX}/lib64/libcudart.so.13").exists
+    pkgs = host.check_output(f"{PREFIX}/venv/bin/python -m pip list --format=freeze")
+    assert "cuda-toolkit==13.0.1" in pkgs
+    assert "nvidia-cuda-nvcc==13.0.88" in pkgs
+
+
+def test_cu_file_compiles_for_sm_90_and_sm_120(host) -> None:
+    host.run_expect([0], "mkdir -p /tmp/cutest")
+    host.run_expect([0], f"cat > /tmp/cutest/k.cu <<'EOF'\n{KERNEL}\nEOF")
+    for arch in ("90", "120"):
+        cmd = host.run(
+            f"{PREFIX}/bin/nvcc -arch=sm_{arch} -cubin -o /tmp/cutest/k{arch}.cubin /tmp/cutest/k.cu"
+        )
+        assert cmd.rc == 0, cmd.stderr
+        assert host.file(f"/tmp/cutest/k{arch}.cubin").size > 0
+    fat = host.run(
+        f"{PREFIX}/bin/nvcc -gencode arch=compute_90,code=sm_90 -gencode arch=compute_120,code=sm_120 "
+        f"-L{PREFIX}/lib64 -o /tmp/cutest/k /tmp/cutest/k.cu && /tmp/cutest/k"
+    )
+    assert fat.rc == 0, fat.stderr
+    assert fat.stdout.strip() == "built"
+
+
+def test_host_compiler_and_profile_snippet(host) -> None:
+    assert host.package("g++").is_installed
+    assert host.package("python3-venv").is_installed
+    out = host.check_output("bash -lc 'echo $CUDA_HOME; command -v nvcc'")
+    assert out.splitlines() == [PREFIX, f"{PREFIX}/bin/nvcc"]
+
+
+def test_offline_install_from_wheelhouse(host) -> None:
+    """Air-gapped path: wheels in a directory, pip --no-index --find-links, second prefix."""
+    host.run_expect(
+        [0],
+        f"{PREFIX}/venv/bin/python -m pip download -q -d /opt/wheelhouse "
+        "'cuda-toolkit[nvcc,cudart,nvvm,crt]==13.0.1'",
+    )
+    inventory = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
+    playbook = Path(os.environ["MOLECULE_SCENARIO_DIRECTORY"]) / "converge.yml"
+    env = dict(os.environ, ANSIBLE_FORCE_COLOR="false", ANSIBLE_NOCOLOR="1")
+    args = ["ansible-playbook", "-i", str(inventory), str(playbook)]
+    args += [
+        "-e",
+        "cuda_toolkit_prefix=/opt/cuda-offline/13.0.1",
+        "-e",
+        "cuda_toolkit_wheelhouse=/opt/wheelhouse",
+    ]
+    args += ["-e", "cuda_toolkit_profile_snippet=false"]
+    proc = subprocess.run(args, capture_output=True, text=True, env=env, check=False, timeout=900)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    ver = host.check_output("/opt/cuda-offline/13.0.1/bin/nvcc --version")
+    assert "release 13.0, V13.0.88" in ver
+    host.run_expect([0], "rm -rf /opt/cuda-offline /opt/wheelhouse")
