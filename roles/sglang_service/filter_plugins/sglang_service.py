@@ -175,14 +175,14 @@ def _check_spec(cfg: Mapping[str, Any], errors: list[str]) -> dict[str, Any]:  #
             "preset has none; allowed: >= 1"
         )
     if steps is not None and topk is not None:
+        if topk == 1 and _unset(cfg.get("num_draft_tokens")):
+            draft = steps + 1  # chain: steps+1, whatever the preset says for its own steps
         if draft is None:
-            draft = steps + 1 if topk == 1 else None
-            if draft is None:
-                errors.append(
-                    "sglang_service_speculative_num_draft_tokens (sglang_speculative_num_draft_tokens) "
-                    "is unset and the preset has none "
-                    f"(topk={topk}); allowed: an integer >= 2"
-                )
+            errors.append(
+                "sglang_service_speculative_num_draft_tokens (sglang_speculative_num_draft_tokens) "
+                "is unset and the preset has none "
+                f"(topk={topk}); allowed: an integer >= 2"
+            )
         elif topk == 1 and draft != steps + 1:
             errors.append(
                 "sglang_service_speculative_num_draft_tokens "

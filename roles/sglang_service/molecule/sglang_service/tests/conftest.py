@@ -22,8 +22,12 @@ RECAP = re.compile(
 def run_playbook(playbook: str = "service.yml", extra: dict | None = None, verbose: bool = False):
     """Run a playbook of the scenario against the test instance; returns (rc, output, recap)."""
     inventory = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
-    env = dict(os.environ, ANSIBLE_FORCE_COLOR="false", ANSIBLE_NOCOLOR="1",
-               ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default")
+    env = dict(
+        os.environ,
+        ANSIBLE_FORCE_COLOR="false",
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default",
+    )
     cmd = ["ansible-playbook", "-i", str(inventory), str(SCENARIO / playbook)]
     if extra:
         cmd += ["-e", json.dumps(extra)]
