@@ -51,7 +51,7 @@ def main() -> int:
     argv_ok = None
     if argv:
         try:
-            from sglang.srt.server_args import ServerArgs
+            from sglang.srt.server_args import ServerArgs  # type: ignore[import-not-found]  # noqa: PLC0415
 
             parser = argparse.ArgumentParser(prog="sglang.launch_server")
             ServerArgs.add_cli_args(parser)
@@ -61,7 +61,9 @@ def main() -> int:
             argv_ok = True
         except SystemExit as exc:
             argv_ok = False
-            errors.append(f"SGLang's argument parser rejected {argv}: exit {exc.code}: {err.getvalue().strip()}")
+            errors.append(
+                f"SGLang's argument parser rejected {argv}: exit {exc.code}: {err.getvalue().strip()}"
+            )
         except Exception as exc:
             argv_ok = False
             errors.append(f"SGLang's argument parser failed: {type(exc).__name__}: {exc}")

@@ -13,13 +13,17 @@ from collections.abc import Mapping
 from typing import Any
 
 try:  # pragma: no cover - only inside Ansible
-    from ansible.errors import AnsibleFilterError as _FilterError
+    from ansible.errors import AnsibleFilterError as _FilterError  # type: ignore[import-untyped]
 except ImportError:  # pragma: no cover
-    _FilterError = ValueError  # type: ignore[assignment,misc]
+    _FilterError = ValueError
 
 LAYOUTS = ("repo", "sdist", "site_packages")
 TARGETS = ("sglang", "flashinfer")
-_STRIP_ALIASES = {"site-packages": "site_packages", "sitepackages": "site_packages", "installed": "site_packages"}
+_STRIP_ALIASES = {
+    "site-packages": "site_packages",
+    "sitepackages": "site_packages",
+    "installed": "site_packages",
+}
 _PLUS_LINE = re.compile(r"^\+\+\+ (?P<path>\S+)", re.M)
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -62,8 +66,16 @@ def sglang_stack_series(data: Any) -> list[dict[str, Any]]:
             _fail(f"patch series entry {name!r}: target {target!r} not in {list(TARGETS)}")
         if not _SHA256.match(sha):
             _fail(f"patch series entry {name!r}: sha256 {sha!r} is not 64 hex digits")
-        out.append({"index": index, "name": name, "file": file, "target": target, "sha256": sha,
-                    "strip": _strip_levels(entry, name)})
+        out.append(
+            {
+                "index": index,
+                "name": name,
+                "file": file,
+                "target": target,
+                "sha256": sha,
+                "strip": _strip_levels(entry, name),
+            }
+        )
     return out
 
 
@@ -129,8 +141,11 @@ def sglang_stack_targets(plan: list[Mapping[str, Any]], files: list[str]) -> lis
 
 def sglang_stack_checksums(stat_results: list[Mapping[str, Any]]) -> dict[str, str]:
     """Stat loop results -> {relative path: sha256} (missing files left out)."""
-    return {str(r["item"]): str(r["stat"]["checksum"]) for r in stat_results
-            if not r.get("skipped") and (r.get("stat") or {}).get("exists")}
+    return {
+        str(r["item"]): str(r["stat"]["checksum"])
+        for r in stat_results
+        if not r.get("skipped") and (r.get("stat") or {}).get("exists")
+    }
 
 
 DIST_OF_TARGET = {"sglang": "sglang", "flashinfer": "flashinfer-python"}

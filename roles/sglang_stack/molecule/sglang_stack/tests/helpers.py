@@ -12,13 +12,20 @@ from typing import Any
 
 import yaml
 
-REPO = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", Path(__file__).resolve().parents[4])).resolve().parent.parent
+REPO = (
+    Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", Path(__file__).resolve().parents[4]))
+    .resolve()
+    .parent.parent
+)
 PATCHES = REPO / "patches"
 ROOT = "/opt/sglang"
 CURRENT = f"{ROOT}/current"
 PY = f"{CURRENT}/venv/bin/python"
-RECAP = re.compile(r"^(?P<host>\S+)\s*:\s*ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+"
-                   r"unreachable=(?P<unreachable>\d+)\s+failed=(?P<failed>\d+)", re.M)
+RECAP = re.compile(
+    r"^(?P<host>\S+)\s*:\s*ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+"
+    r"unreachable=(?P<unreachable>\d+)\s+failed=(?P<failed>\d+)",
+    re.M,
+)
 
 
 def series() -> list[dict[str, Any]]:
@@ -59,10 +66,20 @@ def push_patch(host: Any, name: str) -> str:
 def playbook(*args: str, timeout: int = 1800) -> tuple[int, str]:
     inventory = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
     converge = Path(os.environ["MOLECULE_SCENARIO_DIRECTORY"]) / "converge.yml"
-    env = dict(os.environ, ANSIBLE_FORCE_COLOR="false", ANSIBLE_NOCOLOR="1",
-               ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default")
-    proc = subprocess.run(["ansible-playbook", "-i", str(inventory), *args, str(converge)],
-                          capture_output=True, text=True, env=env, check=False, timeout=timeout)
+    env = dict(
+        os.environ,
+        ANSIBLE_FORCE_COLOR="false",
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default",
+    )
+    proc = subprocess.run(
+        ["ansible-playbook", "-i", str(inventory), *args, str(converge)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=timeout,
+    )
     return proc.returncode, proc.stdout + proc.stderr
 
 

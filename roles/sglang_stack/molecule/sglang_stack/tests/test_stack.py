@@ -28,8 +28,10 @@ def test_current_is_a_relative_link_to_a_complete_release(host: Any) -> None:
 
 
 def test_installed_versions(host: Any) -> None:
-    script = ("import importlib.metadata as m, json; "
-              f"print(json.dumps({{d: m.version(d) for d in {sorted(EXPECTED)!r}}}))")
+    script = (
+        "import importlib.metadata as m, json; "
+        f"print(json.dumps({{d: m.version(d) for d in {sorted(EXPECTED)!r}}}))"
+    )
     got = json.loads(host.check_output(f'{PY} -c "{script}"'))
     assert {k: v.split("+")[0] for k, v in got.items()} == EXPECTED
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from helpers import playbook, push_patch, receipt, recap, series, site_packages, strip_of
+from helpers import playbook, push_patch, recap, receipt, series, site_packages, strip_of
 
 
 def test_reverted_patch_is_reported_then_restored(host: Any) -> None:
@@ -22,7 +22,8 @@ def test_reverted_patch_is_reported_then_restored(host: Any) -> None:
     rc, out = playbook("--check")
     assert rc == 0, out[-3000:]
     assert recap(out)["changed"] > 0, out[-3000:]
-    assert "drift:" in out and rel in out, out[-3000:]
+    assert "drift:" in out, out[-3000:]
+    assert rel in out, out[-3000:]
     assert host.file(f"{sp}/{rel}").sha256sum == reverted, "check mode changed the file"
 
     rc, out = playbook()

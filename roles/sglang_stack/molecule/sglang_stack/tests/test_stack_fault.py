@@ -12,8 +12,10 @@ def test_upgrade_with_unreachable_index_keeps_current(host: Any) -> None:
     before = host.file(CURRENT).linked_to
     old_receipt = host.file(f"{before}/receipt.json").sha256sum
     releases_before = set(host.check_output(f"ls {ROOT}/releases").split())
-    extra = {"sglang_stack_index_url": "http://127.0.0.1:9/simple",
-             "sglang_transformers_version": "4.57.0"}  # a changed pin: new release id
+    extra = {
+        "sglang_stack_index_url": "http://127.0.0.1:9/simple",
+        "sglang_transformers_version": "4.57.0",
+    }  # a changed pin: new release id
     rc, out = playbook("-e", json.dumps(extra))
     assert rc != 0, out[-3000:]
     assert recap(out)["failed"] == 1

@@ -1,0 +1,116 @@
+"""Unit tests of the sglang_stack role's filters and of scripts/build-wheelhouse's lock handling."""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _load(name: str, path: Path) -> ModuleType:
+    loader = importlib.machinery.SourceFileLoader(name, str(path))
+    spec = importlib.util.spec_from_loader(name, loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    loader.exec_module(module)
+    return module
+
+
+filters = _load("sglang_stack_filters", REPO / "roles/sglang_stack/filter_plugins/sglang_stack.py")
+wheelhouse = _load("build_wheelhouse", REPO / "scripts/build-wheelhouse")
+
+
+def _series() -> Any:
+    return yaml.safe_load((REPO / "patches/series.yml").read_text())
+
+
+def test_series_normalises_the_repository_series() -> None:
+    plan = filters.sglang_stack_series(_series())
+    assert [p["target"] for p in plan].count("flashinfer") >= 1
+    for p in plan:
+        assert set(p["strip"]) >= {"site_packages"}
+        assert len(p["sha256"]) == 64
+
+
+def test_touched_files_match_the_series_index() -> None:
+    for entry in _series()["patches"]:
+        text = (REPO / "patches" / entry["file"]).read_text()
+        strip = filters.sglang_stack_series([entry])[0]["strip"]["site_packages"]
+        assert filters.sglang_stack_touched(text, strip) == entry["files"], entry["file"]
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ({"file": "x.patch", "target": "vllm", "sha256": "0" * 64, "strip": {"site_packages": 1}}, "target"),
+        ({"file": "x.patch", "target": "sglang", "sha256": "abc", "strip": {"site_packages": 1}}, "sha256"),
+        ({"file": "x.patch", "target": "sglang", "sha256": "0" * 64, "strip": {"repo": 1}}, "site_packages"),
+    ],
+)
+def test_series_rejects_bad_entries(entry: dict[str, Any], message: str) -> None:
+    with pytest.raises(filters._FilterError, match=message):
+        filters.sglang_stack_series([entry])
+
+
+def test_release_id_is_stable_and_input_sensitive() -> None:
+    a = {"requirements_in": "torch==2.9.1\n", "patches": ["x"]}
+    assert filters.sglang_stack_release_id(a) == filters.sglang_stack_release_id(dict(reversed(a.items())))
+    assert filters.sglang_stack_release_id(a) != filters.sglang_stack_release_id({**a, "patches": ["y"]})
+    assert len(filters.sglang_stack_release_id(a)) == 12
+
+
+def test_drift_and_targets() -> None:
+    recorded = {"sglang/a.py": "1" * 64, "flashinfer/b.py": "2" * 64}
+    stats = [
+        {"item": "sglang/a.py", "stat": {"exists": True, "checksum": "9" * 64}},
+        {"item": "flashinfer/b.py", "stat": {"exists": True, "checksum": "2" * 64}},
+        {"item": "sglang/new.py", "stat": {"exists": True, "checksum": "3" * 64}},
+    ]
+    drifted = filters.sglang_stack_drift(stats, recorded)
+    assert drifted == ["sglang/a.py"]
+    plan = [
+        {"target": "sglang", "touched": ["sglang/a.py"]},
+        {"target": "flashinfer", "touched": ["flashinfer/b.py"]},
+    ]
+    assert filters.sglang_stack_targets(plan, drifted) == ["sglang"]
+    assert filters.sglang_stack_target_dists(["sglang", "flashinfer"]) == ["sglang", "flashinfer-python"]
+    missing = [{"item": "flashinfer/b.py", "stat": {"exists": False}}]
+    assert filters.sglang_stack_drift(missing, recorded) == ["flashinfer/b.py"]
+
+
+LOCK = """\
+# header
+sgl-kernel @ https://example.org/v0.3.21/sgl_kernel-0.3.21+cu130-cp310-abi3-manylinux2014_x86_64.whl \\
+    --hash=sha256:{a}
+    # via sglang
+torch==2.9.1+cu130 \\
+    --hash=sha256:{b} \\
+    --hash=sha256:{c}
+    # via -r requirements.in
+""".format(a="a" * 64, b="b" * 64, c="c" * 64)
+
+
+def test_lock_summary() -> None:
+    pins = filters.sglang_stack_lock_summary(LOCK)
+    assert pins["torch"] == "2.9.1+cu130"
+    assert pins["sgl-kernel"].endswith(".whl")
+
+
+def test_wheelhouse_lock_rewrite_keeps_hashes() -> None:
+    entries = wheelhouse.split_lock(LOCK)
+    assert entries[0][1] == ["a" * 64]
+    assert entries[1] == ("torch==2.9.1+cu130", ["b" * 64, "c" * 64])
+    name, _url, version = wheelhouse.url_pin_to_version(entries[0][0])
+    assert (name, version) == ("sgl-kernel", "0.3.21+cu130")
+    text = wheelhouse.render_lock(entries, {entries[0][0]: f"{name}=={version}"})
+    assert "sgl-kernel==0.3.21+cu130 \\\n    --hash=sha256:" + "a" * 64 in text
+    assert "https://" not in text
