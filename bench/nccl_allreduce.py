@@ -28,7 +28,7 @@ _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
 def parse_size(text: str) -> int:
     """'8K' -> 8192, '256M' -> 268435456, '4096' -> 4096 (binary units)."""
-    m = re.fullmatch(r"\s*(\d+)\s*([KMG]?)(?:i?B)?\s*", text.upper())
+    m = re.fullmatch(r"\s*(\d+)\s*([KMG]?)(?:IB|B)?\s*", text.upper())
     if not m:
         raise ValueError(f"bad size {text!r}: use an integer with an optional K/M/G suffix")
     return int(m.group(1)) * _UNITS[m.group(2)]

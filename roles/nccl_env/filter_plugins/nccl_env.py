@@ -192,7 +192,8 @@ def nccl_env_build(
 
 def interconnect_from_topo(topo: str) -> str:
     """Classify `nvidia-smi topo -m` output: nvlink (any NV# link), pcie (2+ GPUs), none."""
-    gpu_rows = [line for line in topo.splitlines() if re.match(r"^\s*GPU\d+\s", line)]
+    # matrix rows start at column 0 with GPU<n>; the header line starts with a tab
+    gpu_rows = [line for line in topo.splitlines() if re.match(r"^GPU\d+\s", line)]
     if any(re.search(r"\bNV\d+\b", row) for row in gpu_rows):
         return "nvlink"
     return "pcie" if len(gpu_rows) >= 2 else "none"

@@ -30,8 +30,12 @@ PROFILE_CASES: dict[str, dict[str, Any]] = {
     "overrides": {
         "nccl_env_profile": "pcie",
         "nccl_env_interconnect": "nvlink",
-        "nccl_env_extra": {"NCCL_PROTO": "^LL128", "NCCL_NTHREADS": 256, "NCCL_NVLS_ENABLE": False,
-                           "NCCL_DEBUG": "WARN"},
+        "nccl_env_extra": {
+            "NCCL_PROTO": "^LL128",
+            "NCCL_NTHREADS": 256,
+            "NCCL_NVLS_ENABLE": False,
+            "NCCL_DEBUG": "WARN",
+        },
         "nccl_env_unset": ["NCCL_BUFFSIZE", "NVSHMEM_DISABLE_NVLS"],
     },
 }
@@ -43,7 +47,10 @@ BAD_CASES: dict[str, tuple[dict[str, Any], list[str]]] = {
     "nthreads_0": ({"nccl_env_extra": {"NCCL_NTHREADS": 0}}, ["NCCL_NTHREADS", "'0'", "64..512"]),
     "nthreads_700": ({"nccl_env_extra": {"NCCL_NTHREADS": 700}}, ["NCCL_NTHREADS", "'700'", "64..512"]),
     "bad_p2p_level": ({"nccl_env_extra": {"NCCL_P2P_LEVEL": "NVX"}}, ["NCCL_P2P_LEVEL", "NVX", "LOC, NVL"]),
-    "unknown_profile": ({"nccl_env_profile": "turbo"}, ["nccl_env_profile", "turbo", "auto, pcie, nvlink, none"]),
+    "unknown_profile": (
+        {"nccl_env_profile": "turbo"},
+        ["nccl_env_profile", "turbo", "auto, pcie, nvlink, none"],
+    ),
     "lower_case_name": ({"nccl_env_extra": {"nccl_proto": "LL"}}, ["nccl_proto", "^NCCL_[A-Z0-9_]+$"]),
     "bad_interconnect": ({"nccl_env_interconnect": "infiniband"}, ["nccl_env_interconnect", "infiniband"]),
     "bad_unset_name": ({"nccl_env_unset": ["proto"]}, ["proto", "^NCCL_[A-Z0-9_]+$"]),
@@ -52,11 +59,19 @@ BAD_CASES: dict[str, tuple[dict[str, Any], list[str]]] = {
 
 def run_role(extra: dict[str, Any]) -> subprocess.CompletedProcess[str]:
     inventory = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
-    env = dict(os.environ, ANSIBLE_FORCE_COLOR="false", ANSIBLE_NOCOLOR="1",
-               ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default")
+    env = dict(
+        os.environ,
+        ANSIBLE_FORCE_COLOR="false",
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default",
+    )
     return subprocess.run(
         ["ansible-playbook", "-i", str(inventory), str(SCENARIO / "render.yml"), "-e", json.dumps(extra)],
-        capture_output=True, text=True, env=env, check=False, timeout=600,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=600,
     )
 
 
@@ -65,7 +80,8 @@ def test_converged_file(host: Any) -> None:
     assert f.is_file
     assert (f.mode, f.user, f.group) == (0o644, "root", "root")
     d = host.file("/etc/sglang")
-    assert d.is_directory and (d.mode, d.user, d.group) == (0o755, "root", "root")
+    assert d.is_directory
+    assert (d.mode, d.user, d.group) == (0o755, "root", "root")
     assert f.content_string == (GOLDEN / "converge.env").read_text()
     assert "NCCL_NVLS_ENABLE=0" in f.content_string
 
