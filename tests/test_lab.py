@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import cast
 
+import docker
 import pytest
 import yaml
+from docker.errors import ImageNotFound
 
 from sglang_deploy.lab import DEFAULT_IMAGE, Lab, run_options
 
@@ -31,10 +34,36 @@ def test_run_options_match_molecule_base() -> None:
     assert options["environment"] == platform["env"]
 
 
+class _Images:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def get(self, name: str) -> object:
+        self.calls += 1
+        if self.calls == 1:
+            raise ImageNotFound(f"no {name}")
+        return object()
+
+
+class _Client:
+    def __init__(self) -> None:
+        self.images = _Images()
+
+
+def test_missing_image_is_built_with_the_image_script(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[list[str]] = []
+
+    def fake_run(cmd: list[str], **kwargs: object) -> None:
+        calls.append(cmd)
+
+    monkeypatch.setattr("sglang_deploy.lab.subprocess.run", fake_run)
+    lab = Lab(REPO, client=cast("docker.DockerClient", _Client()))
+    lab.ensure_image(log=lambda message: None)
+    assert calls == [[str(REPO / "molecule" / "images" / "build.sh"), "debian12"]]
+
+
 def _docker_ok() -> bool:
     try:
-        import docker  # noqa: PLC0415
-
         client = docker.from_env()
         client.ping()
         client.images.get(DEFAULT_IMAGE)
@@ -60,6 +89,10 @@ def test_lab_lifecycle() -> None:
         output = container.exec_run(["printenv", "SSL_CERT_FILE"]).output
         assert isinstance(output, bytes)
         assert output.decode().strip() == "/etc/ssl/host-ca-bundle.crt"
+        container.stop(timeout=10)
+        assert lab.status().state == "exited"
+        assert lab.create(timeout=60, log=messages.append).systemd in ("running", "degraded")
+        assert any("starting it" in m for m in messages)
     finally:
         lab.destroy(log=messages.append)
     assert not lab.status().exists
