@@ -271,6 +271,27 @@ def mount_for(path: str, mounts: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     return best
 
 
+def nearest_existing(stat_results: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """Nearest existing path among `ansible.builtin.stat` loop results over `path_ancestors`.
+
+    Returns {"path": nearest existing ancestor, "realpath": it with symlinks resolved}: the
+    deepest symlink at or above it is replaced by its `lnk_source` (stat's fully resolved target).
+    """
+    results = [r for r in stat_results if isinstance(r.get("stat"), Mapping)]
+    existing = [r for r in results if r["stat"].get("exists")]
+    if not existing:
+        raise ValueError("none of the stat'ed paths exists (not even /)")
+    nearest = str(existing[0]["item"])
+    resolved = nearest
+    for r in existing:  # deepest first
+        item = str(r["item"])
+        if r["stat"].get("islnk") and r["stat"].get("lnk_source"):
+            suffix = nearest[len(item) :] if item != "/" else nearest
+            resolved = posixpath.normpath(str(r["stat"]["lnk_source"]) + "/" + suffix.lstrip("/"))
+            break
+    return {"path": nearest, "realpath": resolved}
+
+
 class FilterModule:
     """Ansible entry point: the filters of the preflight role."""
 
@@ -283,4 +304,5 @@ class FilterModule:
             "preflight_valid_host": is_valid_host,
             "preflight_path_ancestors": path_ancestors,
             "preflight_mount_for": mount_for,
+            "preflight_nearest_existing": nearest_existing,
         }
