@@ -58,7 +58,6 @@ def playbook(inventory: Path, play: str, extra: dict[str, object], tags: str = "
         os.environ,
         ANSIBLE_ROLES_PATH=str(REPO / "roles"),
         ANSIBLE_FORCE_COLOR="false",
-        ANSIBLE_CALLBACKS_ENABLED="",
         LC_ALL="C.UTF-8",
     )
     cmd = ["ansible-playbook", "-i", str(inventory), f.name, "-e", json.dumps(extra)]
