@@ -28,7 +28,7 @@ import yaml
 SCENARIO = Path(os.environ["MOLECULE_SCENARIO_DIRECTORY"])
 REPO = SCENARIO.parents[3]
 PLAYBOOK = REPO / "playbooks" / "preflight.yml"
-LAB_VARS = SCENARIO / "lab_vars.yml"
+LAB_VARS = SCENARIO / "lab_inputs.json"
 INVENTORY_FILE = Path(os.environ["MOLECULE_INVENTORY_FILE"])
 SAMPLES = REPO / "tests" / "data" / "nvidia-smi"
 DOUBLE = "/usr/local/bin/nvidia-smi"
