@@ -4,7 +4,8 @@
   1. role      ansible-playbook playbooks-equivalent play running roles/sglang_stack (given lock,
                so no compile) - includes patching, the release checks, receipt and the link switch
   2. raw uv    uv venv + uv pip sync --require-hashes LOCK
-  3. pip mod.  ansible.builtin.pip requirements=LOCK (pip install --require-hashes into a venv)
+  3. pip mod.  ansible.builtin.pip requirements=LOCK (pip install --require-hashes --no-deps into a
+               venv: the lock is complete, and pip's resolver would reject the flashinfer override)
 
 All three run inside one fresh Debian 12 test container (python3.11), each into a fresh venv.
 Cache policy (the same for all): WARM download caches, cold venvs - uv's cache
@@ -187,6 +188,7 @@ def main() -> int:
         # Untimed setup: system packages + uv (the same uv binary serves the raw-uv path).
         playbook(inventory, role_play, base, tags="stack_validate,stack_facts,stack_tools")
         results["role"] = playbook(inventory, role_play, base)
+        print(f"role: {results['role']:.1f} s", flush=True)
         dexec("rm -rf /bench/role/releases")
 
         uv = "/bench/role/tools/uv/bin/uv"
@@ -196,6 +198,7 @@ def main() -> int:
             "--require-hashes /bench-in/requirements.lock"
         )
         results["raw uv"] = time.monotonic() - t0
+        print(f"raw uv: {results['raw uv']:.1f} s", flush=True)
         dexec("rm -rf /bench/raw")
 
         pip_play = (
@@ -203,7 +206,7 @@ def main() -> int:
             "    - name: Install the lock with the pip module\n"
             "      ansible.builtin.pip:\n        requirements: /bench-in/requirements.lock\n"
             "        virtualenv: /bench/pip\n        virtualenv_command: python3.11 -m venv\n"
-            "        extra_args: --require-hashes\n"
+            "        extra_args: --require-hashes --no-deps\n"
         )
         if not args.no_warm_pip:
             playbook(inventory, pip_play, {})
