@@ -240,3 +240,34 @@ def test_mount_for_picks_the_longest_prefix() -> None:
     assert gf.mount_for("/srv/x", mounts)["size_available"] == 10
     with pytest.raises(ValueError, match="no mount"):
         gf.mount_for("/srv", [{"mount": "/data"}])
+
+
+def _stat(path: str, exists: bool, link_to: str = "") -> dict[str, Any]:
+    st: dict[str, Any] = {"exists": exists}
+    if exists:
+        st["islnk"] = bool(link_to)
+        if link_to:
+            st["lnk_source"] = link_to
+    return {"item": path, "stat": st}
+
+
+def test_nearest_existing_plain() -> None:
+    results = [_stat("/opt/sglang", False), _stat("/opt", True), _stat("/", True)]
+    assert gf.nearest_existing(results) == {"path": "/opt", "realpath": "/opt"}
+
+
+def test_nearest_existing_resolves_symlinked_ancestor() -> None:
+    results = [
+        _stat("/opt/sglang/releases", False),
+        _stat("/opt/sglang", True),
+        _stat("/opt", True, link_to="/data/opt"),
+        _stat("/", True),
+    ]
+    assert gf.nearest_existing(results) == {"path": "/opt/sglang", "realpath": "/data/opt/sglang"}
+    results = [_stat("/opt/sglang", True, link_to="/srv/sglang"), _stat("/opt", True), _stat("/", True)]
+    assert gf.nearest_existing(results) == {"path": "/opt/sglang", "realpath": "/srv/sglang"}
+
+
+def test_nearest_existing_needs_one() -> None:
+    with pytest.raises(ValueError, match="exists"):
+        gf.nearest_existing([_stat("/x", False)])
