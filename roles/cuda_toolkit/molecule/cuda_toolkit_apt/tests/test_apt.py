@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+from pathlib import Path
+
 PKG = "cuda-toolkit-13-0"
 
 
@@ -64,3 +68,30 @@ def test_toolkit_verified_and_exported(host) -> None:
     assert "release 13.0, V13.0.88" in out
     env = host.check_output("bash -lc 'echo $CUDA_HOME; command -v nvcc'")
     assert env.splitlines() == ["/usr/local/cuda-13.0", "/usr/local/cuda-13.0/bin/nvcc"]
+
+
+def test_check_mode_predicts_unknown_package_from_a_new_repo_without_failing(host) -> None:
+    """Known bug class: in check mode the repository is not really added, so the apt module
+    would fail on a package no index knows yet. The role must predict the install instead."""
+    inventory = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
+    playbook = Path(os.environ["MOLECULE_SCENARIO_DIRECTORY"]) / "converge.yml"
+    env = dict(os.environ, ANSIBLE_FORCE_COLOR="false", ANSIBLE_NOCOLOR="1")
+    extra = [
+        "cuda_toolkit_apt_repo_name=nvidia-cuda-next",
+        "cuda_toolkit_apt_repo_url=http://127.0.0.1:8808/next/",
+        "cuda_toolkit_apt_signing_key=http://127.0.0.1:8808/fake-nvidia-repo.asc",
+        "cuda_toolkit_apt_package=cuda-toolkit-13-9",
+    ]
+    args = ["ansible-playbook", "-i", str(inventory), "--check", str(playbook)]
+    for e in extra:
+        args += ["-e", e]
+    before = host.check_output("ls /etc/apt/sources.list.d /etc/apt/preferences.d; dpkg --get-selections")
+    proc = subprocess.run(args, capture_output=True, text=True, env=env, check=False, timeout=600)
+    out = " ".join((proc.stdout + proc.stderr).split())
+    assert proc.returncode == 0, out[-4000:]
+    assert "check mode: would install cuda-toolkit-13-9=13.0.1-1 (installed: none) and hold it" in out
+    assert "changed=0" not in out
+    assert (
+        host.check_output("ls /etc/apt/sources.list.d /etc/apt/preferences.d; dpkg --get-selections")
+        == before
+    )
