@@ -268,6 +268,21 @@ def test_valid_lab_inputs_pass_in_lab_mode(run_preflight: Runner, host: Any, bas
     assert host.check_output(SNAPSHOT) == baseline
 
 
+def test_lab_mode_exports_an_unknown_driver_not_an_old_one(run_preflight: Runner) -> None:
+    # Later stages (cuda_toolkit's driver gate) must read "no GPU" as unknown, never as branch 0.
+    proc = run_preflight({}, json_out=True)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    results = task_results(json_result(proc.stdout), "Export the preflight facts")
+    assert results
+    for h, result in results.items():
+        facts = result["ansible_facts"]
+        assert facts["preflight_lab_mode"] is True, h
+        assert facts["preflight_gpu_count"] == 0
+        assert facts["preflight_driver_branch"] is None
+        assert facts["preflight_cuda_driver_ok"] is False
+        assert facts["preflight_interconnect"] == "none"
+
+
 def test_gpu_required_without_gpu_fails_naming_it(run_preflight: Runner) -> None:
     proc = run_preflight({"sglang_gpu_required": True})
     out = proc.stdout + proc.stderr
