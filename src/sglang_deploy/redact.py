@@ -6,16 +6,19 @@ import re
 from collections.abc import Iterable, Mapping
 
 MASK = "********"
+# Name parts around the secret word are bounded ({0,64}): an unbounded `[\w.-]*` backtracks
+# quadratically over long word-character runs (hashes, base64 in module output) and took minutes
+# on a real stack-install artifact dir.
 # Names of variables/env vars that hold secrets (api keys, tokens, passwords, vault passwords).
 SECRET_NAME = re.compile(
     r"(api[_-]?key|token|secret|passw(or)?d|vault_pass|private[_-]?key|credential)", re.IGNORECASE
 )
 _PATTERNS = (
     # --api-key VALUE / --api-key=VALUE / --token VALUE
-    re.compile(r"(--[\w-]*(?:api[_-]?key|token|password|secret)[\w-]*[ =])([^\s\\\"']+)", re.I),
+    re.compile(r"(--[\w-]{0,40}(?:api[_-]?key|token|password|secret)[\w-]{0,40}[ =])([^\s\\\"']+)", re.I),
     # name=value / name: value / "name": "value" with a secret-looking name
     re.compile(
-        r"""(["']?[\w.-]*(?:api[_-]?key|token|secret|passw(?:or)?d)[\w.-]*["']?\s*[:=]\s*["']?)([^\s"',})\]\\]+)""",
+        r"""(["']?[\w.-]{0,64}(?:api[_-]?key|token|secret|passw(?:or)?d)[\w.-]{0,64}["']?\s*[:=]\s*["']?)([^\s"',})\]\\]+)""",
         re.I,
     ),
     re.compile(r"((?:Bearer|Basic)\s+)([A-Za-z0-9._~+/=-]{6,})", re.I),
