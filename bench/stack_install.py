@@ -84,9 +84,7 @@ def main() -> int:
     args = ap.parse_args()
 
     pins = yaml.safe_load((REPO / "group_vars/all/versions.yml").read_text())
-    uv_version = yaml.safe_load((REPO / "roles/sglang_stack/defaults/main.yml").read_text())[
-        "sglang_stack_uv_version"
-    ]
+    uv_version = pins["sglang_uv_version"]
     work = Path(tempfile.mkdtemp(prefix="sgl-bench-"))
     req_in = work / "requirements.in"
     req_in.write_text(
