@@ -68,23 +68,33 @@ def test_release_id_is_stable_and_input_sensitive() -> None:
     assert len(filters.sglang_stack_release_id(a)) == 12
 
 
+def test_checksums_from_find_keep_only_the_touched_files() -> None:
+    base = "/opt/sglang/releases/x/venv/lib/python3.12/site-packages"
+    found = [
+        {"path": f"{base}/sglang/a.py", "checksum": "9" * 64},
+        {"path": f"{base}/flashinfer/b.py", "checksum": "2" * 64},
+        # same basename in another listed directory: find matches it, the filter drops it
+        {"path": f"{base}/sglang/b.py", "checksum": "5" * 64},
+        {"path": "/elsewhere/sglang/a.py", "checksum": "6" * 64},
+    ]
+    sums = filters.sglang_stack_checksums(found, base + "/", ["sglang/a.py", "flashinfer/b.py"])
+    assert sums == {"flashinfer/b.py": "2" * 64, "sglang/a.py": "9" * 64}
+
+
 def test_drift_and_targets() -> None:
     recorded = {"sglang/a.py": "1" * 64, "flashinfer/b.py": "2" * 64}
-    stats = [
-        {"item": "sglang/a.py", "stat": {"exists": True, "checksum": "9" * 64}},
-        {"item": "flashinfer/b.py", "stat": {"exists": True, "checksum": "2" * 64}},
-        {"item": "sglang/new.py", "stat": {"exists": True, "checksum": "3" * 64}},
-    ]
-    drifted = filters.sglang_stack_drift(stats, recorded)
-    assert drifted == ["sglang/a.py"]
+    current = {"sglang/a.py": "9" * 64, "flashinfer/b.py": "2" * 64, "sglang/new.py": "3" * 64}
+    drifted = filters.sglang_stack_drift(current, recorded)
+    assert drifted == ["sglang/a.py"]  # a file the receipt does not know (new.py) is ignored
     plan = [
         {"target": "sglang", "touched": ["sglang/a.py"]},
         {"target": "flashinfer", "touched": ["flashinfer/b.py"]},
     ]
     assert filters.sglang_stack_targets(plan, drifted) == ["sglang"]
     assert filters.sglang_stack_target_dists(["sglang", "flashinfer"]) == ["sglang", "flashinfer-python"]
-    missing = [{"item": "flashinfer/b.py", "stat": {"exists": False}}]
-    assert filters.sglang_stack_drift(missing, recorded) == ["flashinfer/b.py"]
+    # a patched file that is gone counts as drifted
+    assert filters.sglang_stack_drift({"sglang/a.py": "1" * 64}, recorded) == ["flashinfer/b.py"]
+    assert filters.sglang_stack_drift(dict(recorded), recorded) == []
 
 
 LOCK = """\

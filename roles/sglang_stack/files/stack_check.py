@@ -2,14 +2,15 @@
 """Acceptance checks of a freshly built SGLang release, run with the release's own interpreter.
 
 usage: stack_check.py SPEC_JSON        (prints one JSON document on stdout; exit 1 on failure)
-SPEC: {"expect": {dist: version}, "modules": [...], "argv": [...], "touched": {"rel/path": ...}}
+SPEC: {"expect": {dist: version}, "modules": [...], "argv": [...], "lock": "path"}
 
 * dist versions come from importlib.metadata (works for sgl-kernel, which cannot be IMPORTED
   without a GPU: its common_ops library needs the CUDA driver);
 * modules are imported (torch, flashinfer, sglang, transformers work on a CPU-only host);
 * argv is parsed by SGLang's own argument parser (ServerArgs.add_cli_args + parse_args): flag
   names, types and choices are validated without a GPU (prepare_server_args would then demand an
-  accelerator, so it is not called).
+  accelerator, so it is not called);
+* the lock's text is returned as is (the receipt records its sha256 and pins).
 """
 
 from __future__ import annotations
@@ -67,8 +68,16 @@ def main() -> int:
         except Exception as exc:
             argv_ok = False
             errors.append(f"SGLang's argument parser failed: {type(exc).__name__}: {exc}")
+    lock_text = None
+    if spec.get("lock"):
+        try:
+            with open(spec["lock"], encoding="utf-8") as fh:
+                lock_text = fh.read()
+        except OSError as exc:
+            errors.append(f"lock {spec['lock']}: {exc}")
     result = {
         "ok": not errors,
+        "lock_text": lock_text,
         "errors": errors,
         "python": platform.python_version(),
         "executable": sys.executable,

@@ -117,20 +117,13 @@ def sglang_stack_lock_summary(lock_text: str) -> dict[str, str]:
     return pins
 
 
-def sglang_stack_drift(stat_results: list[Mapping[str, Any]], recorded: Mapping[str, str]) -> list[str]:
-    """Touched files (stat loop results: item = relative path) whose sha256 differs from the receipt.
+def sglang_stack_drift(current: Mapping[str, str], recorded: Mapping[str, str]) -> list[str]:
+    """Files of the receipt ({relative path: sha256}) whose current sha256 differs or that are gone.
 
-    A missing file counts as drifted; a file the receipt does not know is ignored (older receipt).
+    `current` comes from sglang_stack_checksums; a file the receipt does not know is ignored
+    (an older receipt).
     """
-    drifted: list[str] = []
-    for result in stat_results:
-        rel = str(result.get("item", ""))
-        if result.get("skipped") or rel not in recorded:
-            continue
-        stat = result.get("stat") or {}
-        if not stat.get("exists") or stat.get("checksum") != recorded[rel]:
-            drifted.append(rel)
-    return drifted
+    return sorted(rel for rel, want in recorded.items() if current.get(rel) != want)
 
 
 def sglang_stack_targets(plan: list[Mapping[str, Any]], files: list[str]) -> list[str]:
@@ -139,13 +132,23 @@ def sglang_stack_targets(plan: list[Mapping[str, Any]], files: list[str]) -> lis
     return sorted({str(p["target"]) for p in plan if wanted.intersection(p.get("touched", []))})
 
 
-def sglang_stack_checksums(stat_results: list[Mapping[str, Any]]) -> dict[str, str]:
-    """Stat loop results -> {relative path: sha256} (missing files left out)."""
-    return {
-        str(r["item"]): str(r["stat"]["checksum"])
-        for r in stat_results
-        if not r.get("skipped") and (r.get("stat") or {}).get("exists")
-    }
+def sglang_stack_checksums(
+    found: list[Mapping[str, Any]], base: str, touched: list[str]
+) -> dict[str, str]:
+    """`find` results (get_checksum) -> {path relative to base: sha256} for the touched files only.
+
+    find matches basenames in every listed directory, so other files with the same name are
+    dropped; a touched file that is missing is simply absent from the result.
+    """
+    prefix = base.rstrip("/") + "/"
+    wanted = set(touched)
+    sums: dict[str, str] = {}
+    for entry in found:
+        path = str(entry.get("path", ""))
+        rel = path[len(prefix) :] if path.startswith(prefix) else None
+        if rel in wanted and entry.get("checksum"):
+            sums[rel] = str(entry["checksum"])
+    return dict(sorted(sums.items()))
 
 
 DIST_OF_TARGET = {"sglang": "sglang", "flashinfer": "flashinfer-python"}
