@@ -8,44 +8,19 @@ predict no change at all (drift would show up here as changed > 0).
 
 from __future__ import annotations
 
-import os
-import re
-import subprocess
-from pathlib import Path
-
-RECAP = re.compile(
-    r"^(?P<host>\S+)\s*:\s*ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+"
-    r"unreachable=(?P<unreachable>\d+)\s+failed=(?P<failed>\d+)",
-    re.M,
-)
+import moltest
 
 
 def test_check_mode_on_converged_host_reports_no_change() -> None:
-    inventory = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
-    playbook = Path(os.environ["MOLECULE_SCENARIO_DIRECTORY"]) / "converge.yml"
-    env = dict(
-        os.environ,
-        ANSIBLE_FORCE_COLOR="false",
-        ANSIBLE_NOCOLOR="1",
-        ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default",
-    )
-    proc = subprocess.run(
-        ["ansible-playbook", "-i", str(inventory), "--check", str(playbook)],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-        timeout=1800,
-    )
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-4000:]
-    recaps = list(RECAP.finditer(out))
-    assert recaps, f"no PLAY RECAP in check-mode output:\n{out[-4000:]}"
-    for m in recaps:
-        assert m["failed"] == "0", out[-4000:]
-        assert m["unreachable"] == "0", out[-4000:]
-        assert m["changed"] == "0", (
-            f"check mode on converged host {m['host']} predicts {m['changed']} change(s):\n"
+    rc, out = moltest.run_playbook("converge.yml", "--check")
+    assert rc == 0, out[-4000:]
+    per_host = moltest.recaps(out)
+    assert per_host, f"no PLAY RECAP in check-mode output:\n{out[-4000:]}"
+    for host, counts in per_host.items():
+        assert counts["failed"] == 0, out[-4000:]
+        assert counts["unreachable"] == 0, out[-4000:]
+        assert counts["changed"] == 0, (
+            f"check mode on converged host {host} predicts {counts['changed']} change(s):\n"
             + "\n".join(line for line in out.splitlines() if line.startswith("changed:"))
             + "\n"
             + out[-4000:]

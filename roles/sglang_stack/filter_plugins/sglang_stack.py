@@ -132,9 +132,7 @@ def sglang_stack_targets(plan: list[Mapping[str, Any]], files: list[str]) -> lis
     return sorted({str(p["target"]) for p in plan if wanted.intersection(p.get("touched", []))})
 
 
-def sglang_stack_checksums(
-    found: list[Mapping[str, Any]], base: str, touched: list[str]
-) -> dict[str, str]:
+def sglang_stack_checksums(found: list[Mapping[str, Any]], base: str, touched: list[str]) -> dict[str, str]:
     """`find` results (get_checksum) -> {path relative to base: sha256} for the touched files only.
 
     find matches basenames in every listed directory, so other files with the same name are

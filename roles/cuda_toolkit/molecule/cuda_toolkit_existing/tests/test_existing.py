@@ -6,16 +6,8 @@ re-run the converge playbook with -e overrides against the same container and re
 
 from __future__ import annotations
 
-import os
-import re
-import subprocess
-from pathlib import Path
-
+import moltest
 import pytest
-
-RECAP = re.compile(
-    r"^\S+\s*:\s*ok=\d+\s+changed=(?P<changed>\d+)\s+unreachable=\d+\s+failed=(?P<failed>\d+)", re.M
-)
 
 # Files written after the converge (the profile snippet is the role's last write).
 NEWER_FILES = (
@@ -25,25 +17,11 @@ NEWER_FILES = (
 
 
 def run_role(*extra: str) -> tuple[int, str]:
-    inventory = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
-    playbook = Path(os.environ["MOLECULE_SCENARIO_DIRECTORY"]) / "converge.yml"
-    env = dict(
-        os.environ,
-        ANSIBLE_FORCE_COLOR="false",
-        ANSIBLE_NOCOLOR="1",
-        ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default",
-    )
-    args = ["ansible-playbook", "-i", str(inventory), str(playbook)]
-    for e in extra:
-        args += ["-e", e]
-    proc = subprocess.run(args, capture_output=True, text=True, env=env, check=False, timeout=600)
-    return proc.returncode, proc.stdout + proc.stderr
+    return moltest.run_playbook("converge.yml", extra=extra, timeout=600)
 
 
 def changed(out: str) -> int:
-    recaps = list(RECAP.finditer(out))
-    assert recaps, out[-3000:]
-    return sum(int(m["changed"]) for m in recaps)
+    return moltest.totals(out)["changed"]
 
 
 def test_profile_snippet_points_at_adopted_toolkit(host) -> None:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
+import moltest
 import pytest
 
 SCENARIO = Path(os.environ.get("MOLECULE_SCENARIO_DIRECTORY", Path(__file__).resolve().parents[1]))
@@ -57,22 +56,8 @@ BAD_CASES: dict[str, tuple[dict[str, Any], list[str]]] = {
 }
 
 
-def run_role(extra: dict[str, Any]) -> subprocess.CompletedProcess[str]:
-    inventory = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
-    env = dict(
-        os.environ,
-        ANSIBLE_FORCE_COLOR="false",
-        ANSIBLE_NOCOLOR="1",
-        ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default",
-    )
-    return subprocess.run(
-        ["ansible-playbook", "-i", str(inventory), str(SCENARIO / "render.yml"), "-e", json.dumps(extra)],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-        timeout=600,
-    )
+def run_role(extra: dict[str, Any]) -> tuple[int, str]:
+    return moltest.run_playbook("render.yml", extra=[extra], timeout=600)
 
 
 def test_converged_file(host: Any) -> None:
@@ -89,8 +74,8 @@ def test_converged_file(host: Any) -> None:
 @pytest.mark.parametrize("name", sorted(PROFILE_CASES))
 def test_profile_renders_golden(host: Any, name: str) -> None:
     path = f"/tmp/nccl-golden/{name}.env"
-    proc = run_role({**PROFILE_CASES[name], "nccl_env_file": path})
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    rc, out = run_role({**PROFILE_CASES[name], "nccl_env_file": path})
+    assert rc == 0, out[-4000:]
     f = host.file(path)
     assert (f.mode, f.user, f.group) == (0o644, "root", "root")
     assert f.content_string == (GOLDEN / f"{name}.env").read_text(), f.content_string
@@ -104,9 +89,8 @@ def test_bad_input_fails_before_any_change(host: Any, name: str) -> None:
     extra, must_name = BAD_CASES[name]
     before = host.file(ENV_FILE).sha256sum
     target = f"/tmp/nccl-bad-{name}/nccl.env"
-    proc = run_role({**extra, "nccl_env_file": target})
-    out = proc.stdout + proc.stderr
-    assert proc.returncode != 0, out[-4000:]
+    rc, out = run_role({**extra, "nccl_env_file": target})
+    assert rc != 0, out[-4000:]
     for text in must_name:
         assert text in out, f"{text!r} not in failure output:\n{out[-4000:]}"
     assert "changed=0" in out, out[-4000:]

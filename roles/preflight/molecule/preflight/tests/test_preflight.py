@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import moltest
 import pytest
 import yaml
 
@@ -33,11 +33,6 @@ INVENTORY_FILE = Path(os.environ["MOLECULE_INVENTORY_FILE"])
 SAMPLES = REPO / "tests" / "data" / "nvidia-smi"
 DOUBLE = "/usr/local/bin/nvidia-smi"
 
-RECAP = re.compile(
-    r"^(?P<host>\S+)\s*:\s*ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+"
-    r"unreachable=(?P<unreachable>\d+)\s+failed=(?P<failed>\d+)",
-    re.M,
-)
 SNAPSHOT = "find /etc /opt /usr/local -xdev -printf '%p %y %s %m %T@\\n' 2>/dev/null | sort"
 
 
@@ -76,17 +71,14 @@ def run_preflight(groups_inventory: Path, tmp_path_factory: pytest.TempPathFacto
             case = tmp / f"case{len(list(tmp.iterdir()))}.json"
             case.write_text(json.dumps(overrides))
             cmd += ["-e", f"@{case}"]
-        env = dict(os.environ, ANSIBLE_FORCE_COLOR="false", ANSIBLE_NOCOLOR="1")
-        env["ANSIBLE_STDOUT_CALLBACK"] = "ansible.posix.json" if json_out else "ansible.builtin.default"
+        env = moltest.ansible_env("ansible.posix.json" if json_out else "ansible.builtin.default")
         return subprocess.run(cmd, capture_output=True, text=True, env=env, check=False, timeout=600)
 
     return run
 
 
 def recap(out: str) -> dict[str, dict[str, int]]:
-    return {
-        m["host"]: {k: int(v) for k, v in m.groupdict().items() if k != "host"} for m in RECAP.finditer(out)
-    }
+    return moltest.recaps(out)
 
 
 def failure_messages(out: str) -> str:

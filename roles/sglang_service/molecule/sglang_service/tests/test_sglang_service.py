@@ -213,7 +213,7 @@ def test_restart_on_nccl_and_release_change_only(host):
     rc, out, recap = run_playbook(verbose=True)
     assert rc == 0, out[-4000:]
     assert recap, out[-4000:]
-    assert recap["changed"] == "0", out[-4000:]
+    assert recap["changed"] == 0, out[-4000:]
     assert _start_stamp(host) == after_back, "a no-op rerun restarted the service"
     assert TEST_KEY not in out
 
@@ -277,7 +277,7 @@ def test_bad_input_fails_before_any_change(host):
         assert rc != 0, f"{case}: {out[-3000:]}"
         assert expected in out, f"{case}: {expected!r} not in output:\n{out[-3000:]}"
         assert recap, f"{case}: {out[-3000:]}"
-        assert recap["changed"] == "0", f"{case}: {out[-3000:]}"
+        assert recap["changed"] == 0, f"{case}: {out[-3000:]}"
         assert "short-secret" not in out, case
         assert TEST_KEY not in out, case
     assert host.file(f"/etc/systemd/system/{UNIT}.service").md5sum == unit_before

@@ -5,11 +5,10 @@ from __future__ import annotations
 import base64
 import json
 import os
-import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
+import moltest
 import yaml
 
 REPO = (
@@ -21,11 +20,6 @@ PATCHES = REPO / "patches"
 ROOT = "/opt/sglang"
 CURRENT = f"{ROOT}/current"
 PY = f"{CURRENT}/venv/bin/python"
-RECAP = re.compile(
-    r"^(?P<host>\S+)\s*:\s*ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+"
-    r"unreachable=(?P<unreachable>\d+)\s+failed=(?P<failed>\d+)",
-    re.M,
-)
 
 
 def series() -> list[dict[str, Any]]:
@@ -64,26 +58,8 @@ def push_patch(host: Any, name: str) -> str:
 
 
 def playbook(*args: str, timeout: int = 1800) -> tuple[int, str]:
-    inventory = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
-    converge = Path(os.environ["MOLECULE_SCENARIO_DIRECTORY"]) / "converge.yml"
-    env = dict(
-        os.environ,
-        ANSIBLE_FORCE_COLOR="false",
-        ANSIBLE_NOCOLOR="1",
-        ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default",
-    )
-    proc = subprocess.run(
-        ["ansible-playbook", "-i", str(inventory), *args, str(converge)],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-        timeout=timeout,
-    )
-    return proc.returncode, proc.stdout + proc.stderr
+    return moltest.run_playbook("converge.yml", *args, timeout=timeout)
 
 
 def recap(out: str) -> dict[str, int]:
-    m = RECAP.search(out)
-    assert m, f"no PLAY RECAP:\n{out[-3000:]}"
-    return {k: int(v) for k, v in m.groupdict().items() if k != "host"}
+    return moltest.totals(out)
