@@ -202,7 +202,8 @@ class Bench:
             f"      environment: {{PIP_CACHE_DIR: {pip_cache}}}\n"
         )
         took = playbook(self.inventory, play, {})
-        if not self.cold and not timed and not any(Path(CACHE, "pip").iterdir()):
+        pip_cache_dir = Path(CACHE, "pip")
+        if not self.cold and not timed and not (pip_cache_dir.is_dir() and any(pip_cache_dir.iterdir())):
             print(
                 "note: pip's cache stayed empty after its warm-up (the index sent no cache headers): "
                 "the timed pip run downloads everything again"
