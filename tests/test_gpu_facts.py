@@ -1,6 +1,6 @@
 """Tests of the preflight role's nvidia-smi parsers, against recorded output samples.
 
-The code under test is `roles/preflight/filter_plugins/gpu_facts.py`, imported from the role
+The code under test is `plugins/filter/gpu_facts.py`, imported from the role
 directory itself: the same file Ansible loads as a filter plugin.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PLUGIN_DIR = REPO / "roles" / "preflight" / "filter_plugins"
+PLUGIN_DIR = REPO / "plugins" / "filter"
 DATA = Path(__file__).resolve().parent / "data" / "nvidia-smi"
 
 

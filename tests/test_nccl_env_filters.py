@@ -1,4 +1,4 @@
-"""Unit tests of roles/nccl_env/filter_plugins/nccl_env.py (loaded from its path) and bench helpers."""
+"""Unit tests of plugins/filter/nccl_env.py (loaded from its path) and bench helpers."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def _load(name: str, path: Path) -> ModuleType:
     return module
 
 
-nccl = _load("nccl_env_filters", ROOT / "roles/nccl_env/filter_plugins/nccl_env.py")
+nccl = _load("nccl_env_filters", ROOT / "plugins/filter/nccl_env.py")
 bench = _load("nccl_allreduce", ROOT / "bench/nccl_allreduce.py")
 
 PCIE = {

@@ -25,7 +25,7 @@ def _load(name: str, path: Path) -> ModuleType:
     return module
 
 
-filters = _load("sglang_stack_filters", REPO / "roles/sglang_stack/filter_plugins/sglang_stack.py")
+filters = _load("sglang_stack_filters", REPO / "plugins/filter/sglang_stack.py")
 wheelhouse = _load("build_wheelhouse", REPO / "scripts/build-wheelhouse")
 
 

@@ -59,7 +59,7 @@ def test_launch_args_match_golden(host, unit):
     actual = f.content_string
     assert actual == _golden(f"{unit}.launch-args.json", actual)
     doc = json.loads(actual)
-    assert doc["argv"] == doc["launcher"] + doc["server_args"]
+    assert doc["argv"] == doc["launcher"] + doc["launch_spec"]["server_args"]
     assert TEST_KEY not in actual
 
 
@@ -67,12 +67,14 @@ def test_presets_differ_as_the_seed_table_says(host):
     prod = json.loads(host.file(LAUNCH_ARGS[UNIT]).content_string)
     base = json.loads(host.file(LAUNCH_ARGS["sglang-golden-baseline"]).content_string)
     tree = json.loads(host.file(LAUNCH_ARGS["sglang-golden-tree"]).content_string)
-    args = " ".join(prod["server_args"])
+    args = " ".join(prod["launch_spec"]["server_args"])
     assert "--speculative-eagle-topk 1 --speculative-num-draft-tokens 3" in args
     assert prod["environment"]["SGLANG_ENABLE_SPEC_V2"] == "1"
-    assert not any(a.startswith("--speculative") for a in base["server_args"])
+    assert not any(a.startswith("--speculative") for a in base["launch_spec"]["server_args"])
     assert "SGLANG_ENABLE_SPEC_V2" not in base["environment"]
-    assert "--speculative-eagle-topk 4 --speculative-num-draft-tokens 16" in " ".join(tree["server_args"])
+    assert "--speculative-eagle-topk 4 --speculative-num-draft-tokens 16" in " ".join(
+        tree["launch_spec"]["server_args"]
+    )
     assert "SGLANG_ENABLE_SPEC_V2" not in tree["environment"]
     assert prod["launcher"] == ["/usr/bin/python3", "/usr/local/libexec/sglang-test-double"]
     assert base["launcher"] == ["/opt/sglang/current/venv/bin/python", "-m", "sglang.launch_server"]
@@ -143,8 +145,11 @@ def test_user_groups_env_and_argv_reach_the_process(host):
     launch = json.loads(host.file(LAUNCH_ARGS[UNIT]).content_string)
     # systemd expanded ${SGLANG_API_KEY} into exactly one argument: the key.
     assert rep["api_key_sha256"] == hashlib.sha256(TEST_KEY.encode()).hexdigest()
-    expected = [a for a in launch["server_args"] if a != "${SGLANG_API_KEY}"]
-    assert rep["argv"][:-1] == expected
+    # The process got exactly the launch spec's server flags (systemd parsed the unit's ExecStart,
+    # expanded the key placeholder into one word; the double records that word hashed).
+    key_word = "sha256:" + hashlib.sha256(TEST_KEY.encode()).hexdigest()
+    spec_args = launch["launch_spec"]["server_args"]
+    assert rep["argv"] == [key_word if a == "${SGLANG_API_KEY}" else a for a in spec_args]
     for d in ("/var/lib/sglang", "/var/cache/sglang"):
         f = host.file(d)
         assert f.user == "sglang", d
@@ -248,18 +253,30 @@ def test_unhealthy_double_fails_with_journal_lines(host):
 
 # --- bad input: fails before any change, naming the variable ------------------------------
 
+# The launch inputs are checked by the launch spec (preflight's one implementation, included by
+# the role when it runs without preflight, as here); the NCCL value by nccl_env's own rules.
 BAD_INPUT = {
-    "nccl_value": ({"nccl_env_extra": {"NCCL_PROTO": "Fast"}}, "NCCL_PROTO"),
-    "unknown_preset": ({"sglang_preset": "turbo"}, "sglang_service_preset (sglang_preset)='turbo'"),
-    "port_zero": ({"sglang_service_port": 0}, "sglang_service_port=0"),
-    "spec_v2_topk4": ({"sglang_speculative_eagle_topk": 4}, "sglang_service_speculative_eagle_topk"),
+    "nccl_value": ({"nccl_env_extra": {"NCCL_PROTO": "Fast"}}, "NCCL_PROTO='Fast'"),
+    "unknown_preset": ({"sglang_preset": "turbo"}, "sglang_preset='turbo' is not valid"),
+    "port_80": (
+        {"sglang_service_port": 80},
+        "sglang_service_port=80 is not valid: allowed an integer 1024-65535",
+    ),
+    "spec_v2_topk4": ({"sglang_speculative_eagle_topk": 4}, "sglang_speculative_eagle_topk=4 is not valid"),
     "relative_model_path": (
         {"sglang_model_path": "models/kimi"},
-        "sglang_service_model_path (sglang_model_path)='models/kimi'",
+        "sglang_model_path='models/kimi' is not valid",
     ),
-    "missing_api_key": ({"sglang_api_key": ""}, "sglang_api_key is not set but sglang_api_key_required=true"),
-    "spec_v2_baseline": ({"sglang_preset": "baseline", "sglang_spec_v2": True}, "sglang_service_spec_v2"),
-    "short_api_key": ({"sglang_api_key": "short-secret"}, "sglang_api_key (value hidden) is invalid"),
+    "missing_api_key": ({"sglang_api_key": ""}, "sglang_api_key is empty or unset"),
+    "spec_v2_baseline": (
+        {"sglang_preset": "baseline", "sglang_spec_v2": True},
+        "sglang_spec_v2=true is not valid",
+    ),
+    "short_api_key": (
+        {"sglang_api_key": "short-secret"},
+        "sglang_api_key (value not printed; 12 characters)",
+    ),
+    "service_user_root": ({"sglang_service_user": "root"}, "sglang_service_user='root'"),
 }
 
 

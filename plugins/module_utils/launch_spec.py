@@ -1,0 +1,590 @@
+"""The one resolved launch spec of an SGLang deployment: inputs -> argv, environment, endpoint, auth.
+
+Pure Python (no Ansible import). The filter ``sglang.deploy.launch_spec`` (plugins/filter/launch_spec.py)
+exposes :func:`resolve`; the preflight role calls it once, after validating the inputs, and exports the
+result as the fact ``preflight_launch_spec``. Every later consumer reads that fact and nothing else builds
+flags: the stack role's parser check, the systemd unit, ``launch-args.json``, the verify role and the
+production document.
+
+:func:`resolve` returns ``{"spec": {...}, "errors": [...]}``. Every error names the variable, its bad
+value (never the API key) and what is allowed. The spec never holds the API key: the argv carries the
+placeholder ``${SGLANG_API_KEY}``, which systemd expands from the key's EnvironmentFile into exactly one
+argument.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+SCHEMA = 1
+API_KEY_ENV = "SGLANG_API_KEY"
+API_KEY_PLACEHOLDER = "${" + API_KEY_ENV + "}"
+API_KEY_MIN_LEN = 16
+API_KEY_CHARS = "A-Z a-z 0-9 . _ ~ + / = : @ -"
+API_KEY_PLACEHOLDER_PREFIX = "CHANGE-ME"  # inventory/example/.../vault.yml.example
+SPEC_V2_ENV = "SGLANG_ENABLE_SPEC_V2"
+LAUNCH_MODULE = "sglang.launch_server"
+PRESET_KEYS = ("speculative", "algorithm", "num_steps", "eagle_topk", "num_draft_tokens", "spec_v2")
+KNOWN_PRESETS = ("production", "baseline", "tree")
+NCCL_PROFILES = ("auto", "pcie", "nvlink", "none")
+INTERCONNECTS = ("nvlink", "pcie", "none")
+# SGLang 0.5.9 server_args.py --attention-backend choices.
+ATTENTION_BACKENDS = (
+    "flashinfer",
+    "triton",
+    "torch_native",
+    "fa3",
+    "fa4",
+    "flashmla",
+    "cutlass_mla",
+    "trtllm_mla",
+    "trtllm_mha",
+    "aiter",
+    "wave",
+    "intel_amx",
+    "ascend",
+)
+TP_SIZE_MAX = 64
+DRAFT_VAR = "sglang_speculative_num_draft_tokens"
+ROOT_VAR = "sglang_root (launcher <sglang_root>/current/venv/bin/python)"
+PORT_MIN = 1024  # the service runs without CAP_NET_BIND_SERVICE
+PORT_MAX = 65535
+
+# A path that goes unquoted into a unit, an env file and a shell command: no whitespace, quotes,
+# backslash, `$` (expansion), `%` (systemd specifiers), `;`, `#`, backquote or control characters.
+_SAFE_PATH = re.compile(r"^/[A-Za-z0-9_@+=:,./-]*$")
+_SAFE_PATH_CHARS = "letters, digits and _ @ + = : , . / -"
+_SERVED_NAME = re.compile(r"^[A-Za-z0-9_@+=:,./-]+$")
+_API_KEY = re.compile(r"^[A-Za-z0-9._~+/=:@-]+$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_HOST_LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+# Why each flag is there (the production document's "Key Flags Explained"). The figures are the
+# seed's measurements (8x RTX PRO 6000 Blackwell over PCIe, TP 8).
+FLAG_REASONS = {
+    "--model-path": "the target model served",
+    "--tp-size": "tensor parallel across the GPUs of the host: every layer ends in an all-reduce",
+    "--speculative-algorithm": (
+        "EAGLE-3 speculative decoding: a small drafter proposes tokens the target verifies"
+    ),
+    "--speculative-draft-model-path": "the EAGLE-3 drafter trained for the target model",
+    "--speculative-num-steps": "draft steps per verify step (2: the seed's measured optimum)",
+    "--speculative-eagle-topk": (
+        "1 = chain speculation: 3 draft tokens per step instead of a tree's 16, so the verify "
+        "all-reduce stays small; required by the spec v2 overlap worker"
+    ),
+    "--speculative-num-draft-tokens": "tokens verified per step (chain: num_steps + 1)",
+    "--speculative-disable-batch-threshold": (
+        "patched flag: skip speculation above this running batch size, where verify no longer pays off"
+    ),
+    "--attention-backend": "flashinfer attention kernels: ~10% faster than triton in the seed's runs",
+    "--cuda-graph-max-bs": (
+        "CUDA graphs captured up to this batch size: 128 beat the default by 9% in the seed's runs"
+    ),
+    "--enable-flashinfer-allreduce-fusion": (
+        "fuses all-reduce with the following RMSNorm (SM90/SM100 upstream; SM120 with patches 0001/0002)"
+    ),
+    "--enable-torch-symm-mem": "all-reduce through torch symmetric memory (SM120 with patch 0003)",
+    "--mem-fraction-static": "share of GPU memory for weights + KV cache (unset: SGLang picks)",
+    "--host": "address the HTTP server binds to",
+    "--port": "HTTP port",
+    "--served-model-name": "model name the API reports and accepts",
+    "--trust-remote-code": "the model ships its own modelling code",
+    "--api-key": "every request must carry this key (expanded by systemd from the key file)",
+}
+
+
+def _unset(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and value.strip() == "")
+
+
+def _int(value: Any) -> int | None:
+    """An int from an int or a decimal string; None otherwise (bools are not ints)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value):
+        return int(value)
+    return None
+
+
+def _bool(value: Any) -> bool | None:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        low = value.strip().lower()
+        if low in ("true", "yes", "on", "1"):
+            return True
+        if low in ("false", "no", "off", "0"):
+            return False
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    return None
+
+
+def _float(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def valid_host(value: Any) -> bool:
+    """An IPv4/IPv6 address or an RFC 1123 host name."""
+    if not isinstance(value, str) or not value or value != value.strip():
+        return False
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        pass
+    else:
+        return True
+    if len(value) > 253 or re.fullmatch(r"[0-9.]+", value):
+        return False
+    return all(_HOST_LABEL.match(label) for label in value.rstrip(".").split("."))
+
+
+class _Errors(list[str]):
+    def bad(self, var: str, value: Any, allowed: str) -> None:
+        self.append(f"{var}={_show(value)} is not valid: allowed {allowed}")
+
+
+def _check_path(errors: _Errors, var: str, value: Any, *, required: bool = True) -> str:
+    if _unset(value) and not required:
+        return ""
+    if not isinstance(value, str) or not _SAFE_PATH.match(value) or value.rstrip("/") == "":
+        errors.bad(var, value, f"an absolute path other than / made of {_SAFE_PATH_CHARS}")
+        return ""
+    return value
+
+
+def _speculative(cfg: Mapping[str, Any], errors: _Errors) -> dict[str, Any]:  # noqa: PLR0912 - one check per knob
+    """Preset + explicit knobs -> the speculative settings."""
+    presets: Mapping[str, Any] = cfg.get("presets") or {}
+    allowed = cfg.get("presets_allowed") or list(presets)
+    preset = cfg.get("preset")
+    off = {
+        "enabled": False,
+        "algorithm": None,
+        "num_steps": None,
+        "eagle_topk": None,
+        "num_draft_tokens": None,
+        "spec_v2": False,
+    }
+    if not isinstance(allowed, list) or not all(isinstance(p, str) and p in presets for p in allowed):
+        names = ", ".join(presets)
+        errors.bad(
+            "sglang_presets_allowed", allowed, f"a list of preset names defined in sglang_presets ({names})"
+        )
+        return off
+    if not isinstance(preset, str) or preset not in allowed:
+        errors.bad("sglang_preset", preset, f"one of sglang_presets_allowed: {', '.join(allowed)}")
+        return off
+    base: Mapping[str, Any] = presets[preset] or {}
+    unknown = sorted(set(base) - set(PRESET_KEYS))
+    if unknown:
+        keys = ", ".join(PRESET_KEYS)
+        errors.bad(f"sglang_presets.{preset}", dict(base), f"the keys {keys} (unknown: {unknown})")
+    enabled = bool(_bool(base.get("speculative", False)))
+    raw_v2 = cfg.get("spec_v2")
+    v2 = _bool(base.get("spec_v2", False)) if _unset(raw_v2) else _bool(raw_v2)
+    if v2 is None:
+        errors.bad("sglang_spec_v2", raw_v2, "true, false, or null (take it from the preset)")
+        v2 = False
+    if not enabled:
+        if v2:
+            errors.bad(
+                "sglang_spec_v2",
+                raw_v2,
+                f"false or null with sglang_preset={preset!r} (spec v2 is the speculative overlap worker: "
+                "it needs a speculative preset, production or tree)",
+            )
+        return off
+    knobs: dict[str, int | None] = {}
+    for key, var in (
+        ("num_steps", "sglang_speculative_num_steps"),
+        ("eagle_topk", "sglang_speculative_eagle_topk"),
+        ("num_draft_tokens", "sglang_speculative_num_draft_tokens"),
+    ):
+        raw = cfg.get(key)
+        if _unset(raw):
+            knobs[key] = None if _unset(base.get(key)) else _int(base.get(key))
+            continue
+        num = _int(raw)
+        if num is None or num < 1:
+            errors.bad(var, raw, "a positive integer, or null to take it from sglang_preset")
+        knobs[key] = num
+    steps, topk, draft = knobs["num_steps"], knobs["eagle_topk"], knobs["num_draft_tokens"]
+    if steps is None or topk is None:
+        return {**off, "enabled": True}
+    if topk == 1 and _unset(cfg.get("num_draft_tokens")):
+        draft = steps + 1  # a chain drafts steps + 1 tokens, whatever the preset says
+    if draft is None:
+        errors.bad(DRAFT_VAR, cfg.get("num_draft_tokens"), ">= 2 (the preset has none)")
+    elif topk == 1 and draft != steps + 1:
+        errors.bad(
+            DRAFT_VAR,
+            cfg.get("num_draft_tokens"),
+            f"{steps + 1} or null with eagle_topk 1 and num_steps {steps} "
+            "(chain speculation drafts num_steps + 1 tokens)",
+        )
+    elif topk > 1 and draft < 2:
+        errors.bad(DRAFT_VAR, cfg.get("num_draft_tokens"), f">= 2 with eagle_topk {topk}")
+    if v2 and topk != 1:
+        errors.bad(
+            "sglang_speculative_eagle_topk",
+            cfg.get("eagle_topk") if not _unset(cfg.get("eagle_topk")) else topk,
+            f"1 or null with spec v2 (sglang_preset={preset!r}, sglang_spec_v2={_show(raw_v2)}): "
+            "SGLang's overlap worker rejects topk > 1; for topk > 1 use sglang_preset tree (spec v2 off)",
+        )
+    return {
+        "enabled": True,
+        "algorithm": str(base.get("algorithm") or "EAGLE3"),
+        "num_steps": steps,
+        "eagle_topk": topk,
+        "num_draft_tokens": draft,
+        "spec_v2": bool(v2),
+    }
+
+
+def _check_inputs(cfg: Mapping[str, Any], errors: _Errors, speculative: bool) -> dict[str, Any]:  # noqa: PLR0912, PLR0915 - one check per input, flat on purpose
+    out: dict[str, Any] = {}
+    out["model_path"] = _check_path(errors, "sglang_model_path", cfg.get("model_path"))
+    draft = cfg.get("draft_model_path")
+    if speculative or not _unset(draft):
+        if speculative and _unset(draft):
+            errors.bad(
+                "sglang_draft_model_path",
+                draft,
+                "an absolute path (required unless sglang_preset is baseline)",
+            )
+            out["draft_model_path"] = ""
+        else:
+            out["draft_model_path"] = _check_path(errors, "sglang_draft_model_path", draft)
+    else:
+        out["draft_model_path"] = ""
+    served = cfg.get("served_model_name")
+    if _unset(served):
+        out["served_model_name"] = ""
+    elif not isinstance(served, str) or not _SERVED_NAME.match(served):
+        errors.bad(
+            "sglang_served_model_name",
+            served,
+            f'null/"" (SGLang uses the model path) or a name of {_SAFE_PATH_CHARS}',
+        )
+        out["served_model_name"] = ""
+    else:
+        out["served_model_name"] = served
+    tp = _int(cfg.get("tp_size"))
+    tp_max = _int(cfg.get("tp_size_max")) or TP_SIZE_MAX
+    if tp is None or not 1 <= tp <= tp_max:
+        errors.bad(
+            "sglang_tp_size",
+            cfg.get("tp_size"),
+            f"an integer 1-{tp_max} (on GPU hosts: the GPU count, or a divisor of it)",
+        )
+    out["tp_size"] = tp
+    host = cfg.get("host")
+    if not valid_host(host):
+        errors.bad(
+            "sglang_service_host",
+            host,
+            "an IPv4/IPv6 address (127.0.0.1, 0.0.0.0, ::1) or an RFC 1123 host name",
+        )
+    out["host"] = host
+    port = _int(cfg.get("port"))
+    if port is None or not PORT_MIN <= port <= PORT_MAX:
+        errors.bad(
+            "sglang_service_port",
+            cfg.get("port"),
+            f"an integer {PORT_MIN}-{PORT_MAX} (the service runs without CAP_NET_BIND_SERVICE)",
+        )
+    out["port"] = port
+    backend = cfg.get("attention_backend")
+    if backend not in ATTENTION_BACKENDS:
+        errors.bad("sglang_attention_backend", backend, f"one of {', '.join(ATTENTION_BACKENDS)}")
+    out["attention_backend"] = backend
+    bs = _int(cfg.get("cuda_graph_max_bs"))
+    if bs is None or not 1 <= bs <= 4096:
+        errors.bad("sglang_cuda_graph_max_bs", cfg.get("cuda_graph_max_bs"), "an integer 1-4096")
+    out["cuda_graph_max_bs"] = bs
+    mem = cfg.get("mem_fraction_static")
+    if _unset(mem):
+        out["mem_fraction_static"] = None
+    else:
+        memf = _float(mem)
+        if memf is None or not math.isfinite(memf) or not 0.0 < memf < 1.0:
+            errors.bad(
+                "sglang_mem_fraction_static", mem, "null (SGLang picks) or a number in (0, 1), e.g. 0.85"
+            )
+        out["mem_fraction_static"] = memf
+    thr = cfg.get("speculative_disable_batch_threshold")
+    if _unset(thr):
+        out["disable_batch_threshold"] = None
+    else:
+        thr_i = _int(thr)
+        if thr_i is None or thr_i < 0:
+            errors.bad(
+                "sglang_speculative_disable_batch_threshold", thr, "null (not passed) or an integer >= 0"
+            )
+        out["disable_batch_threshold"] = thr_i
+    for var, key in (
+        ("sglang_trust_remote_code", "trust_remote_code"),
+        ("sglang_enable_flashinfer_allreduce_fusion", "allreduce_fusion"),
+        ("sglang_enable_torch_symm_mem", "torch_symm_mem"),
+        ("sglang_api_key_required", "api_key_required"),
+    ):
+        val = _bool(cfg.get(key))
+        if val is None:
+            errors.bad(var, cfg.get(key), "true or false")
+        out[key] = bool(val)
+    out["python"] = _check_path(errors, ROOT_VAR, cfg.get("python"))
+    out["nccl_env_file"] = _check_path(errors, "sglang_nccl_env_file", cfg.get("nccl_env_file"))
+    out["api_key_file"] = _check_path(errors, "sglang_api_key_file", cfg.get("api_key_file"))
+    return out
+
+
+def _check_key(cfg: Mapping[str, Any], errors: _Errors, required: bool) -> bool:
+    """Whether a key is configured; its value never reaches a message."""
+    key = cfg.get("api_key")
+    if _unset(key):
+        if required:
+            errors.append(
+                "sglang_api_key is empty or unset (value not printed) while sglang_api_key_required=true: "
+                f"allowed a key of at least {API_KEY_MIN_LEN} characters of {API_KEY_CHARS} (put it in an "
+                "ansible-vault file, e.g. group_vars/sglang_servers/vault.yml), "
+                "or sglang_api_key_required false"
+            )
+        return False
+    if isinstance(key, str) and key.upper().startswith(API_KEY_PLACEHOLDER_PREFIX):
+        errors.append(
+            "sglang_api_key (value not printed) is still the placeholder of vault.yml.example: allowed a key "
+            f"of your own, at least {API_KEY_MIN_LEN} characters of {API_KEY_CHARS} "
+            "(e.g. `openssl rand -hex 32`)"
+        )
+    elif not isinstance(key, str) or len(key) < API_KEY_MIN_LEN or not _API_KEY.match(key):
+        what = "not a string" if not isinstance(key, str) else f"{len(key)} characters"
+        errors.append(
+            f"sglang_api_key (value not printed; {what}) is not valid: allowed at least {API_KEY_MIN_LEN} "
+            f"characters of {API_KEY_CHARS}"
+        )
+    return True
+
+
+def _scalar(value: Any) -> bool:
+    return isinstance(value, str | int | float) and not isinstance(value, bool)
+
+
+def _managed_flags() -> set[str]:
+    return set(FLAG_REASONS)
+
+
+def _check_extra(cfg: Mapping[str, Any], errors: _Errors) -> tuple[list[str], dict[str, str]]:
+    extra = cfg.get("extra_args")
+    args: list[str] = []
+    if extra is None:
+        extra = []
+    if not isinstance(extra, list) or not all(_scalar(w) for w in extra):
+        errors.bad("sglang_extra_args", extra, "a list of strings (more server flags and their values)")
+    else:
+        for word in (str(w) for w in extra):
+            if not word or _CONTROL.search(word):
+                errors.bad("sglang_extra_args", word, "non-empty strings without newlines or control chars")
+            elif word.split("=", 1)[0] in _managed_flags():
+                errors.bad(
+                    "sglang_extra_args",
+                    word,
+                    "flags the spec does not already set (set that flag's sglang_* variable instead)",
+                )
+            else:
+                args.append(word)
+    return args, _check_env(cfg, errors)
+
+
+def _check_env(cfg: Mapping[str, Any], errors: _Errors) -> dict[str, str]:
+    env_in = cfg.get("environment")
+    env: dict[str, str] = {}
+    if env_in is None:
+        env_in = {}
+    if not isinstance(env_in, Mapping):
+        errors.bad("sglang_launch_environment", env_in, "a mapping NAME: value")
+        return env
+    for name, value in env_in.items():
+        text = "1" if value is True else "0" if value is False else str(value)
+        if not isinstance(name, str) or not _ENV_NAME.match(name) or name in (SPEC_V2_ENV, API_KEY_ENV):
+            errors.bad(
+                "sglang_launch_environment",
+                name,
+                f"variable names [A-Za-z_][A-Za-z0-9_]* other than {SPEC_V2_ENV} and {API_KEY_ENV} "
+                "(set by the spec)",
+            )
+        elif not _scalar(value) or _CONTROL.search(text) or '"' in text or "\\" in text:
+            errors.bad(
+                f"sglang_launch_environment.{name}",
+                value,
+                "a scalar without newlines, control characters, double quotes or backslashes",
+            )
+        else:
+            env[name] = text
+    return env
+
+
+def _server_args(
+    v: Mapping[str, Any], spec: Mapping[str, Any], extra: Sequence[str], auth: bool
+) -> list[str]:
+    args = ["--model-path", v["model_path"], "--tp-size", str(v["tp_size"])]
+    if spec["enabled"]:
+        args += [
+            "--speculative-algorithm", str(spec["algorithm"]),
+            "--speculative-draft-model-path", v["draft_model_path"],
+            "--speculative-num-steps", str(spec["num_steps"]),
+            "--speculative-eagle-topk", str(spec["eagle_topk"]),
+            "--speculative-num-draft-tokens", str(spec["num_draft_tokens"]),
+        ]  # fmt: skip
+        if v["disable_batch_threshold"] is not None:
+            args += ["--speculative-disable-batch-threshold", str(v["disable_batch_threshold"])]
+    args += ["--attention-backend", str(v["attention_backend"])]
+    args += ["--cuda-graph-max-bs", str(v["cuda_graph_max_bs"])]
+    if v["allreduce_fusion"]:
+        args.append("--enable-flashinfer-allreduce-fusion")
+    if v["torch_symm_mem"]:
+        args.append("--enable-torch-symm-mem")
+    if v["mem_fraction_static"] is not None:
+        args += ["--mem-fraction-static", str(v["mem_fraction_static"])]
+    args += ["--host", str(v["host"]), "--port", str(v["port"])]
+    if v["served_model_name"]:
+        args += ["--served-model-name", v["served_model_name"]]
+    if v["trust_remote_code"]:
+        args.append("--trust-remote-code")
+    args += list(extra)
+    if auth:
+        args += ["--api-key", API_KEY_PLACEHOLDER]
+    return args
+
+
+def _flags(server_args: Sequence[str]) -> list[dict[str, Any]]:
+    """[{flag, value, reason}] in argv order (value None for switches)."""
+    out: list[dict[str, Any]] = []
+    for word in server_args:
+        if word.startswith("--"):
+            reason = FLAG_REASONS.get(word, "operator-supplied (sglang_extra_args)")
+            out.append({"flag": word, "value": None, "reason": reason})
+        elif out and out[-1]["value"] is None:
+            out[-1]["value"] = word
+        elif out:
+            out[-1]["value"] = f"{out[-1]['value']} {word}"
+    return out
+
+
+def _url_host(host: str, probe: bool) -> str:
+    if probe and host in ("0.0.0.0", ""):
+        return "127.0.0.1"
+    if probe and host == "::":
+        return "[::1]"
+    return f"[{host}]" if ":" in host else host
+
+
+def _nccl(cfg: Mapping[str, Any], errors: _Errors) -> dict[str, Any]:
+    profile = cfg.get("nccl_profile")
+    allowed = cfg.get("nccl_profiles_allowed") or list(NCCL_PROFILES)
+    if not isinstance(allowed, list) or not all(p in NCCL_PROFILES for p in allowed):
+        errors.bad("sglang_nccl_profiles_allowed", allowed, f"a list of {', '.join(NCCL_PROFILES)}")
+    elif profile not in allowed:
+        names = ", ".join(allowed)
+        errors.bad("sglang_nccl_profile", profile, f"one of sglang_nccl_profiles_allowed: {names}")
+    interconnect = cfg.get("interconnect") or ""
+    if interconnect and interconnect not in INTERCONNECTS:
+        errors.bad("preflight_interconnect", interconnect, f"one of {', '.join(INTERCONNECTS)}")
+    resolved = (interconnect or None) if profile == "auto" else profile
+    return {"profile": profile, "resolved": resolved, "interconnect": interconnect or None}
+
+
+def shell_command(spec: Mapping[str, Any]) -> str:
+    """A copy-paste shell command equal to the unit's: env files sourced, env set, argv quoted, one flag
+    per line; the key stays the literal ``${SGLANG_API_KEY}`` (double-quoted, so the shell expands it
+    from the key file into one word)."""
+    lines = [f"set -a; . {shlex.quote(path)}; set +a" for path in spec["environment_files"]]
+    env = [f"{name}={shlex.quote(value)}" for name, value in spec["environment"].items()]
+    groups: list[list[str]] = [env + [shlex.quote(w) for w in spec["launcher"]]]
+    for word in spec["server_args"]:
+        quoted = f'"{word}"' if word == API_KEY_PLACEHOLDER else shlex.quote(word)
+        if word.startswith("--"):
+            groups.append([quoted])
+        else:
+            groups[-1].append(quoted)
+    lines.append(" \\\n  ".join(" ".join(g) for g in groups))
+    return "\n".join(lines)
+
+
+def resolve(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate the launch inputs and resolve them into the spec (see the module docstring)."""
+    errors = _Errors()
+    spec = _speculative(cfg, errors)
+    v = _check_inputs(cfg, errors, spec["enabled"])
+    auth = _check_key(cfg, errors, v["api_key_required"])
+    extra, env_extra = _check_extra(cfg, errors)
+    nccl = _nccl(cfg, errors)
+    if errors:
+        return {"spec": {}, "errors": list(errors)}
+    launcher = [v["python"], "-m", LAUNCH_MODULE]
+    server_args = _server_args(v, spec, extra, auth)
+    environment = {SPEC_V2_ENV: "1"} if spec["spec_v2"] else {}
+    environment.update(env_extra)
+    env_files = [v["nccl_env_file"]] + ([v["api_key_file"]] if auth else [])
+    base = f"http://{_url_host(v['host'], probe=False)}:{v['port']}"
+    probe = f"http://{_url_host(v['host'], probe=True)}:{v['port']}"
+    result: dict[str, Any] = {
+        "schema": SCHEMA,
+        "preset": cfg.get("preset"),
+        "speculative": spec,
+        "model": {
+            "path": v["model_path"],
+            "draft_path": v["draft_model_path"] or None,
+            "served_name": v["served_model_name"] or v["model_path"],
+        },
+        "tp_size": v["tp_size"],
+        "launcher": launcher,
+        "server_args": server_args,
+        "argv": launcher + server_args,
+        "environment": environment,
+        "environment_files": env_files,
+        "endpoint": {
+            "host": v["host"],
+            "port": v["port"],
+            "base_url": base,
+            "probe_url": probe,
+            "health_url": probe + "/health",
+        },
+        "auth": {
+            "enabled": auth,
+            "required": v["api_key_required"],
+            "env_var": API_KEY_ENV,
+            "placeholder": API_KEY_PLACEHOLDER,
+            "key_file": v["api_key_file"] if auth else None,
+        },
+        "nccl": {**nccl, "env_file": v["nccl_env_file"]},
+        "flags": _flags(server_args),
+    }
+    result["command"] = shell_command(result)
+    return {"spec": result, "errors": []}

@@ -1,0 +1,263 @@
+"""Pure tests of plugins/module_utils/launch_spec.py: the one resolved launch spec (argv, environment,
+endpoint, auth) and its validation rules. The inputs mirror group_vars/all/sglang.yml, which is read
+here so the tests follow the shipped defaults."""
+
+from __future__ import annotations
+
+import importlib.util
+import shlex
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _load(name: str, path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec
+    assert spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+L = _load("launch_spec", REPO / "plugins" / "module_utils" / "launch_spec.py")
+G: dict[str, Any] = yaml.safe_load((REPO / "group_vars" / "all" / "sglang.yml").read_text())
+KEY = "TestKey-0123456789-abcdefXYZ"  # test-only value
+
+
+def cfg(**over: Any) -> dict[str, Any]:
+    """The preflight role's input mapping (roles/preflight/vars/main.yml), with the shipped defaults."""
+    base: dict[str, Any] = {
+        "preset": G["sglang_preset"],
+        "presets": G["sglang_presets"],
+        "presets_allowed": G["sglang_presets_allowed"],
+        "num_steps": G["sglang_speculative_num_steps"],
+        "eagle_topk": G["sglang_speculative_eagle_topk"],
+        "num_draft_tokens": G["sglang_speculative_num_draft_tokens"],
+        "spec_v2": G["sglang_spec_v2"],
+        "speculative_disable_batch_threshold": G["sglang_speculative_disable_batch_threshold"],
+        "model_path": "/data/models/kimi",
+        "draft_model_path": "/data/eagle3/output_100k_sglang/4",
+        "served_model_name": "kimi",
+        "trust_remote_code": G["sglang_trust_remote_code"],
+        "tp_size": 8,
+        "tp_size_max": 64,
+        "host": G["sglang_service_host"],
+        "port": G["sglang_service_port"],
+        "attention_backend": G["sglang_attention_backend"],
+        "cuda_graph_max_bs": G["sglang_cuda_graph_max_bs"],
+        "allreduce_fusion": G["sglang_enable_flashinfer_allreduce_fusion"],
+        "torch_symm_mem": G["sglang_enable_torch_symm_mem"],
+        "mem_fraction_static": G["sglang_mem_fraction_static"],
+        "extra_args": G["sglang_extra_args"],
+        "environment": G["sglang_launch_environment"],
+        "api_key": KEY,
+        "api_key_required": G["sglang_api_key_required"],
+        "api_key_file": G["sglang_api_key_file"],
+        "python": "/opt/sglang/current/venv/bin/python",
+        "nccl_profile": G["sglang_nccl_profile"],
+        "nccl_profiles_allowed": G["sglang_nccl_profiles_allowed"],
+        "nccl_env_file": G["sglang_nccl_env_file"],
+        "interconnect": "pcie",
+    }
+    base.update(over)
+    return base
+
+
+def resolve(**over: Any) -> dict[str, Any]:
+    result: dict[str, Any] = L.resolve(cfg(**over))
+    return result
+
+
+def spec(**over: Any) -> dict[str, Any]:
+    r = resolve(**over)
+    assert r["errors"] == []
+    out: dict[str, Any] = r["spec"]
+    return out
+
+
+def test_production_is_the_seed_command() -> None:
+    s = spec()
+    assert s["launcher"] == ["/opt/sglang/current/venv/bin/python", "-m", "sglang.launch_server"]
+    assert " ".join(s["server_args"]) == (
+        "--model-path /data/models/kimi --tp-size 8 --speculative-algorithm EAGLE3 "
+        "--speculative-draft-model-path /data/eagle3/output_100k_sglang/4 --speculative-num-steps 2 "
+        "--speculative-eagle-topk 1 --speculative-num-draft-tokens 3 --attention-backend flashinfer "
+        "--cuda-graph-max-bs 128 --enable-flashinfer-allreduce-fusion --enable-torch-symm-mem "
+        "--host 127.0.0.1 --port 30000 --served-model-name kimi --trust-remote-code "
+        "--api-key ${SGLANG_API_KEY}"
+    )
+    assert s["argv"] == s["launcher"] + s["server_args"]
+    assert s["environment"] == {"SGLANG_ENABLE_SPEC_V2": "1"}
+    assert s["environment_files"] == ["/etc/sglang/nccl.env", "/etc/sglang/api-key.env"]
+    assert s["speculative"] == {
+        "enabled": True, "algorithm": "EAGLE3", "num_steps": 2, "eagle_topk": 1,
+        "num_draft_tokens": 3, "spec_v2": True,
+    }  # fmt: skip
+    assert s["endpoint"]["health_url"] == "http://127.0.0.1:30000/health"
+    assert s["auth"] == {
+        "enabled": True, "required": True, "env_var": "SGLANG_API_KEY",
+        "placeholder": "${SGLANG_API_KEY}", "key_file": "/etc/sglang/api-key.env",
+    }  # fmt: skip
+    assert s["nccl"] == {
+        "profile": "auto",
+        "resolved": "pcie",
+        "interconnect": "pcie",
+        "env_file": "/etc/sglang/nccl.env",
+    }
+    assert s["model"]["served_name"] == "kimi"
+    # the production command does not set --mem-fraction-static (SGLang picks)
+    assert "--mem-fraction-static" not in s["server_args"]
+
+
+def test_the_key_is_never_in_the_spec() -> None:
+    assert KEY not in repr(spec())
+
+
+@pytest.mark.parametrize("preset", ["production", "baseline", "tree"])
+def test_every_flag_has_a_reason_and_the_command_round_trips(preset: str) -> None:
+    s = spec(preset=preset)
+    assert all(f["reason"] for f in s["flags"])
+    assert [f["flag"] for f in s["flags"]] == [w for w in s["server_args"] if w.startswith("--")]
+    # the copy-paste command parses back to the spec's env + argv (key placeholder kept literally)
+    last = s["command"].splitlines()[len(s["environment_files"]) :]
+    words = shlex.split(" ".join(line.rstrip("\\") for line in last))
+    env_words = [f"{k}={v}" for k, v in s["environment"].items()]
+    assert words == env_words + s["argv"]
+
+
+def test_presets_are_the_rows_of_the_seed_table() -> None:
+    base = spec(preset="baseline", speculative_disable_batch_threshold=8)
+    assert not [a for a in base["server_args"] if a.startswith("--speculative")]
+    assert base["environment"] == {}
+    tree = spec(preset="tree")
+    sp = tree["speculative"]
+    assert (sp["eagle_topk"], sp["num_draft_tokens"], sp["spec_v2"]) == (4, 16, False)
+    assert "SGLANG_ENABLE_SPEC_V2" not in tree["environment"]
+
+
+def test_explicit_knobs_override_the_preset() -> None:
+    assert spec(num_steps=3)["speculative"]["num_draft_tokens"] == 4
+    sp = spec(preset="tree", num_draft_tokens=8, eagle_topk=2)["speculative"]
+    assert (sp["eagle_topk"], sp["num_draft_tokens"]) == (2, 8)
+    assert spec(spec_v2=False, eagle_topk=4, num_draft_tokens=16)["speculative"]["spec_v2"] is False
+
+
+def test_optional_flags() -> None:
+    s = spec(
+        speculative_disable_batch_threshold=32, mem_fraction_static=0.85, extra_args=["--log-level", "info"]
+    )
+    args = s["server_args"]
+    assert args[args.index("--speculative-disable-batch-threshold") + 1] == "32"
+    assert args[args.index("--mem-fraction-static") + 1] == "0.85"
+    assert args[-4:] == ["--log-level", "info", "--api-key", "${SGLANG_API_KEY}"]
+    off = spec(api_key=None, api_key_required=False)
+    assert "--api-key" not in off["server_args"]
+    assert off["environment_files"] == ["/etc/sglang/nccl.env"]
+    assert off["auth"]["enabled"] is False
+
+
+def test_endpoint_urls() -> None:
+    assert spec(host="0.0.0.0")["endpoint"]["probe_url"] == "http://127.0.0.1:30000"
+    assert spec(host="::1")["endpoint"]["base_url"] == "http://[::1]:30000"
+
+
+def test_nccl_profile_resolution() -> None:
+    assert spec(interconnect="nvlink")["nccl"]["resolved"] == "nvlink"
+    assert spec(nccl_profile="none")["nccl"]["resolved"] == "none"
+    assert spec(interconnect="")["nccl"]["resolved"] is None  # unknown until preflight detects it
+
+
+# One row per rule: the input, the text the message must contain (variable and value), and a
+# part of the "allowed" text. preflight's molecule scenario runs the same rules through Ansible.
+BAD: dict[str, tuple[dict[str, Any], str, str]] = {
+    "port_80": ({"port": 80}, "sglang_service_port=80", "1024-65535"),
+    "port_0": ({"port": 0}, "sglang_service_port=0", "1024-65535"),
+    "port_high": ({"port": 70000}, "sglang_service_port=70000", "1024-65535"),
+    "key_short": (
+        {"api_key": "short-key"},
+        "sglang_api_key (value not printed; 9 characters)",
+        "at least 16",
+    ),
+    "key_chars": ({"api_key": "a" * 20 + " $x"}, "sglang_api_key (value not printed", "A-Z a-z 0-9"),
+    "key_placeholder": (
+        {"api_key": "CHANGE-ME-openssl-rand-hex-32"},
+        "placeholder of vault.yml.example",
+        "your own",
+    ),
+    "key_missing": ({"api_key": None}, "sglang_api_key is empty or unset", "sglang_api_key_required false"),
+    "tp_zero": ({"tp_size": 0}, "sglang_tp_size=0", "1-64"),
+    "tp_huge": ({"tp_size": 128}, "sglang_tp_size=128", "1-64"),
+    "preset_unknown": ({"preset": "turbo"}, "sglang_preset='turbo'", "production, baseline, tree"),
+    "preset_not_allowed": (
+        {"presets_allowed": ["production"], "preset": "tree"},
+        "sglang_preset='tree'",
+        "production",
+    ),
+    "topk_v2": ({"eagle_topk": 4}, "sglang_speculative_eagle_topk=4", "overlap worker rejects topk > 1"),
+    "v2_baseline": ({"preset": "baseline", "spec_v2": True}, "sglang_spec_v2=true", "speculative preset"),
+    "draft_chain": ({"num_draft_tokens": 5}, "sglang_speculative_num_draft_tokens=5", "3 or null"),
+    "steps_zero": ({"num_steps": 0}, "sglang_speculative_num_steps=0", "positive integer"),
+    "spec_v2_word": ({"spec_v2": "maybe"}, "sglang_spec_v2='maybe'", "true, false, or null"),
+    "model_relative": ({"model_path": "models/kimi"}, "sglang_model_path='models/kimi'", "absolute path"),
+    "model_space": ({"model_path": "/data/my model"}, "sglang_model_path='/data/my model'", "absolute path"),
+    "model_quote": ({"model_path": '/data/"kimi"'}, "sglang_model_path='/data/\"kimi\"'", "absolute path"),
+    "model_dollar": ({"model_path": "/data/$HOME"}, "sglang_model_path='/data/$HOME'", "absolute path"),
+    "model_semicolon": ({"model_path": "/data/a;rm"}, "sglang_model_path='/data/a;rm'", "absolute path"),
+    "model_newline": ({"model_path": "/data/a\nb"}, "sglang_model_path='/data/a\\nb'", "absolute path"),
+    "draft_missing": ({"draft_model_path": ""}, "sglang_draft_model_path=''", "required unless"),
+    "served_space": ({"served_model_name": "my model"}, "sglang_served_model_name='my model'", "a name of"),
+    "host_bad": ({"host": "bad host"}, "sglang_service_host='bad host'", "IPv4/IPv6"),
+    "backend": ({"attention_backend": "fast"}, "sglang_attention_backend='fast'", "flashinfer"),
+    "graph_bs": ({"cuda_graph_max_bs": 0}, "sglang_cuda_graph_max_bs=0", "1-4096"),
+    "mem_fraction": ({"mem_fraction_static": 1.5}, "sglang_mem_fraction_static=1.5", "(0, 1)"),
+    "threshold": (
+        {"speculative_disable_batch_threshold": -1},
+        "sglang_speculative_disable_batch_threshold=-1",
+        ">= 0",
+    ),
+    "bool_word": (
+        {"trust_remote_code": "sometimes"},
+        "sglang_trust_remote_code='sometimes'",
+        "true or false",
+    ),
+    "extra_newline": ({"extra_args": ["--x\ny"]}, "sglang_extra_args='--x\\ny'", "without newlines"),
+    "extra_managed": ({"extra_args": ["--port", "1"]}, "sglang_extra_args='--port'", "does not already set"),
+    "env_name": ({"environment": {"1BAD": "x"}}, "sglang_launch_environment='1BAD'", "variable names"),
+    "env_quote": ({"environment": {"A": 'x"y'}}, "sglang_launch_environment.A='x\"y'", "double quotes"),
+    "env_managed": (
+        {"environment": {"SGLANG_ENABLE_SPEC_V2": "0"}},
+        "SGLANG_ENABLE_SPEC_V2",
+        "set by the spec",
+    ),
+    "root_space": ({"python": "/opt/my root/current/venv/bin/python"}, "sglang_root", "absolute path"),
+    "nccl_file": (
+        {"nccl_env_file": "/etc/sglang/nccl env"},
+        "sglang_nccl_env_file='/etc/sglang/nccl env'",
+        "absolute",
+    ),
+    "key_file": ({"api_key_file": "api-key.env"}, "sglang_api_key_file='api-key.env'", "absolute"),
+    "nccl_profile": ({"nccl_profile": "fast"}, "sglang_nccl_profile='fast'", "auto, pcie, nvlink, none"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_input_names_variable_value_and_allowed(case: str) -> None:
+    over, needle, allowed = BAD[case]
+    errors = resolve(**over)["errors"]
+    assert any(needle in e and allowed in e for e in errors), errors
+    assert resolve(**over)["spec"] == {}
+    for e in errors:
+        assert KEY not in e
+        if "api_key" in over and isinstance(over["api_key"], str):
+            assert over["api_key"] not in e
+
+
+def test_filter_plugin_exports_the_resolver() -> None:
+    text = (REPO / "plugins" / "filter" / "launch_spec.py").read_text()
+    assert '"launch_spec": resolve' in text
