@@ -15,6 +15,17 @@ from sglang_deploy.paths import RepoNotFoundError, default_inventory, repo_root
 
 REPO = Path(__file__).resolve().parents[1]
 PROJECT = Path(__file__).parent / "data" / "runner_project"
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def login_shell_env() -> dict[str, str]:
+    """The environment of a plain login shell running `make up`: no venv on PATH, no VIRTUAL_ENV."""
+    return {
+        "HOME": os.environ.get("HOME", "/root"),
+        "PATH": SYSTEM_PATH,
+        "LC_ALL": "C.UTF-8",
+        "LANG": "C.UTF-8",
+    }
 
 
 def test_up_defaults() -> None:
@@ -37,6 +48,44 @@ def test_up_options() -> None:
     assert args.extra_vars == ["a=1", "@f.yml"]
     assert args.artifacts == Path("out")
     assert args.vault_password_file == [Path("pw")]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["lab", "create", "--name", "x", "--image", "img:1", "--timeout", "5"],
+        ["lab", "--name", "x", "--image", "img:1", "create", "--timeout", "5"],
+        ["lab", "--name", "x", "create", "--image", "img:1", "--timeout", "5"],
+        ["lab", "create", "--timeout", "5", "--image", "img:1", "--name", "x"],
+    ],
+)
+def test_lab_options_before_or_after_the_action(argv: list[str]) -> None:
+    args = cli.build_parser().parse_args(argv)
+    assert (args.action, args.name, args.image, args.timeout) == ("create", "x", "img:1", 5)
+
+
+@pytest.mark.parametrize("action", ["create", "destroy", "status"])
+def test_lab_defaults_in_either_position(action: str) -> None:
+    parser = cli.build_parser()
+    plain = parser.parse_args(["lab", action])
+    assert (plain.name, plain.image) == ("sglang-lab", "sglang-deploy/debian12:latest")
+    after = parser.parse_args(["lab", action, "--name", "n2"])
+    before = parser.parse_args(["lab", "--name", "n2", action])
+    for args in (after, before):
+        assert (args.action, args.name, args.image) == (action, "n2", "sglang-deploy/debian12:latest")
+
+
+def test_lab_name_after_the_action_through_the_binary() -> None:
+    """The console script accepts `lab status --name X`: the status of a container that does not
+    exist is "absent", exit 1 (without a docker daemon: exit 1 with the daemon's error)."""
+    exe = Path(sys.executable).parent / "sglang-deploy"
+    name = "sglang-deploy-test-no-such-lab"
+    proc = subprocess.run([str(exe), "lab", "status", "--name", name], cwd=REPO, env=login_shell_env(),
+                          capture_output=True, text=True, check=False, timeout=120)  # fmt: skip
+    assert "unrecognized arguments" not in proc.stderr
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    if "lab status failed" not in proc.stderr:  # dockerd answered
+        assert f"lab {name}: absent" in proc.stdout
 
 
 def test_lab_actions() -> None:
@@ -101,3 +150,28 @@ def test_up_through_the_cli_plain_progress(tmp_path: Path) -> None:
 def test_up_missing_inventory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["up", "-i", str(tmp_path / "nope.yml")]) == 5
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_up_from_a_login_shell_without_the_venv_on_path(tmp_path: Path) -> None:
+    """`make up` runs `.venv/bin/sglang-deploy up` from a shell whose PATH lacks .venv/bin: the CLI
+    runs the ansible-playbook beside its interpreter and puts that dir first on the child's PATH."""
+    exe = REPO / ".venv" / "bin" / "sglang-deploy"
+    if not exe.exists():  # a venv elsewhere: the one running these tests
+        exe = Path(sys.executable).parent / "sglang-deploy"
+    env = login_shell_env()
+    assert str(exe.parent) not in env["PATH"].split(os.pathsep)
+    assert "VIRTUAL_ENV" not in env
+    playbook = str(PROJECT.relative_to(REPO) / "path_tools.yml")
+    inventory = PROJECT / "inventory.yml"
+    proc = subprocess.run(
+        [str(exe), "up", "-i", str(inventory), "--playbook", playbook, "--artifacts", str(tmp_path)],
+        cwd=REPO, env=env, capture_output=True, text=True, check=False, timeout=300,
+    )  # fmt: skip
+    output = proc.stdout + proc.stderr
+    assert "not found or was not executable" not in output
+    assert proc.returncode == 0, output
+    assert "status=successful rc=0" in proc.stdout
+    command = json.loads(next((tmp_path / "runner" / "artifacts").glob("*/command")).read_text())
+    assert command["command"][0] == str(exe.parent / "ansible-playbook")
+    assert playbook in command["command"]
+    assert command["env"]["PATH"].split(os.pathsep)[0] == str(exe.parent)

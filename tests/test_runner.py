@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import secrets
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from sglang_deploy.events import Event, HostResult, TaskStart
+from sglang_deploy.known_secrets import VarsReader
 from sglang_deploy.redact import MASK
 from sglang_deploy.runner import RunRequest, RunResult, run_playbook
 
@@ -135,3 +140,145 @@ def test_vault_secret_never_lands_in_artifacts(tmp_path: Path) -> None:
     command = json.loads((result.artifact_dir / "command").read_text())
     assert str(password_file) in command["command"]  # by path, never by value
     assert_absent(tmp_path / "artifacts", key, password)
+
+
+# -- the api key by every route, through the installed CLI ---------------------------------------
+
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+REPO = Path(__file__).resolve().parents[1]
+ANSIBLE_VAULT = Path(sys.executable).parent / "ansible-vault"
+
+
+@dataclass
+class Route:
+    """How the key reaches the play: CLI arguments and environment, built in the test's tmp dir."""
+
+    args: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    inventory: Path = PROJECT / "inventory.yml"
+
+
+def _vault(tmp_path: Path, *args: str) -> str:
+    password_file = tmp_path / "vault-pass"
+    cmd = [str(ANSIBLE_VAULT), *args, "--vault-password-file", str(password_file)]
+    return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+
+
+def _vault_group_vars(tmp_path: Path, key: str) -> Route:
+    """(a) a vault-encrypted group_vars file of the inventory."""
+    inventory = tmp_path / "inventory"
+    (inventory / "group_vars" / "all").mkdir(parents=True)
+    (inventory / "hosts.yml").write_text((PROJECT / "inventory.yml").read_text())
+    vault_file = inventory / "group_vars" / "all" / "vault.yml"
+    vault_file.write_text(f"sglang_api_key: {key}\n")
+    _vault(tmp_path, "encrypt", str(vault_file))
+    return Route(
+        args=["--vault-password-file", str(tmp_path / "vault-pass")], inventory=inventory / "hosts.yml"
+    )
+
+
+def _vault_extra_vars_file(tmp_path: Path, key: str) -> Route:
+    """(b) a vault-encrypted `-e @file`."""
+    vault_file = tmp_path / "vault.yml"
+    vault_file.write_text(f"sglang_api_key: {key}\n")
+    _vault(tmp_path, "encrypt", str(vault_file))
+    return Route(args=["-e", f"@{vault_file}", "--vault-password-file", str(tmp_path / "vault-pass")])
+
+
+def _inline_vault_in_extra_vars_file(tmp_path: Path, key: str) -> Route:
+    """(b') an inline `!vault` value in a plain `-e @file`, under a name that does not say secret."""
+    vars_file = tmp_path / "vars.yml"
+    vars_file.write_text(
+        _vault(tmp_path, "encrypt_string", "--name", "demo_opaque", key)
+        + "sglang_api_key: '{{ demo_opaque }}'\n"
+    )
+    return Route(args=["-e", f"@{vars_file}", "--vault-password-file", str(tmp_path / "vault-pass")])
+
+
+def _plain_extra_var(tmp_path: Path, key: str) -> Route:
+    """(c) plain `-e sglang_api_key=...`."""
+    return Route(args=["-e", f"sglang_api_key={key}"])
+
+
+def _environment(tmp_path: Path, key: str) -> Route:
+    """(d) a secret-named environment variable of the CLI process (the play reads it with lookup)."""
+    return Route(env={"SGLANG_API_KEY": key})
+
+
+ROUTES: dict[str, Callable[[Path, str], Route]] = {
+    "vault-group-vars": _vault_group_vars,
+    "vault-extra-vars-file": _vault_extra_vars_file,
+    "inline-vault-in-extra-vars-file": _inline_vault_in_extra_vars_file,
+    "plain-extra-var": _plain_extra_var,
+    "environment": _environment,
+}
+
+
+@pytest.mark.parametrize("route", list(ROUTES))
+def test_api_key_by_every_route_is_masked_in_output_and_artifacts(tmp_path: Path, route: str) -> None:
+    """The play prints, registers, names a task after and fails with the key (leak_loud.yml): the key
+    appears in no artifact file (runner's job events, stdout, command; summary.json, junit.xml) and in
+    no line the CLI prints; the vault password neither."""
+    key = f"sk-{route}-{secrets.token_hex(12)}"
+    password = f"vault-pw-{secrets.token_hex(8)}"
+    (tmp_path / "vault-pass").write_text(password + "\n")
+    spec = ROUTES[route](tmp_path, key)
+    artifacts = tmp_path / "artifacts"
+    exe = Path(sys.executable).parent / "sglang-deploy"
+    argv = [str(exe), "up", "-v", "-i", str(spec.inventory), "--artifacts", str(artifacts),
+            "--playbook", str(PROJECT.relative_to(REPO) / "leak_loud.yml"),
+            "-e", f"demo_key_sha256={hashlib.sha256(key.encode()).hexdigest()}", *spec.args]  # fmt: skip
+    env = {"HOME": os.environ.get("HOME", "/root"), "PATH": SYSTEM_PATH, "LC_ALL": "C.UTF-8",
+           "LANG": "C.UTF-8", **spec.env}  # fmt: skip
+    proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, check=False, timeout=300)
+    output = proc.stdout + proc.stderr
+    # the play got the key (its sha256 matched) and failed on the last task, with the key masked
+    assert proc.returncode == 2, output
+    summary = json.loads((artifacts / "summary.json").read_text())
+    [failed] = summary["failed_tasks"]
+    assert (failed["task"], failed["message"]) == ("Fail with the key in the message", f"rejected {MASK}")
+    assert f"FAILED localhost: Fail with the key in the message: rejected {MASK}" in proc.stdout
+    assert f"Task named after {MASK}" in (artifacts / "junit.xml").read_text()
+    for line in output.splitlines():
+        assert key not in line, line
+        assert password not in line, line
+    assert_absent(artifacts, key, password)
+
+
+def test_vars_reader_decrypts_inventory_and_playbook_adjacent_vars(tmp_path: Path) -> None:
+    """known_secrets.VarsReader on its own: an inline `!vault` host var of the inventory file (any
+    name), a whole-file vault host_vars file, plain secret-named group_vars next to the playbook;
+    templates are references, not values; with a wrong password nothing vaulted is learned."""
+    password = f"vault-pw-{secrets.token_hex(8)}"
+    (tmp_path / "vault-pass").write_text(password + "\n")
+    (tmp_path / "wrong-pass").write_text("not-the-password\n")
+    inline = f"opaque-{secrets.token_hex(8)}"
+    host_file = f"hostpw-{secrets.token_hex(8)}"
+    adjacent = f"sk-adjacent-{secrets.token_hex(8)}"
+    inventory = tmp_path / "inventory"
+    (inventory / "host_vars").mkdir(parents=True)
+    encrypted = _vault(tmp_path, "encrypt_string", "--name", "demo_opaque", inline)
+    host_block = "\n".join("      " + line for line in encrypted.splitlines())
+    (inventory / "hosts.yml").write_text(
+        "all:\n  hosts:\n    web1:\n      ansible_connection: local\n" + host_block + "\n"
+        "      demo_port: 8080\n      demo_api_token: '{{ demo_opaque }}'\n"
+    )
+    host_vars = inventory / "host_vars" / "web1.yml"
+    host_vars.write_text(f"db_password: {host_file}\nplain_setting: visible-value\n")
+    _vault(tmp_path, "encrypt", str(host_vars))
+    playbook_dir = tmp_path / "play"
+    (playbook_dir / "group_vars").mkdir(parents=True)
+    (playbook_dir / "group_vars" / "all.yml").write_text(f"sglang_api_key: {adjacent}\n")
+
+    reader = VarsReader((tmp_path / "vault-pass",))
+    assert reader.passwords == [password]
+    found = set(reader.from_inventory(inventory / "hosts.yml", playbook_dir))
+    assert {inline, host_file, adjacent} <= found
+    assert not {"visible-value", "8080", "{{ demo_opaque }}"} & found
+
+    wrong = VarsReader((tmp_path / "wrong-pass",))
+    found_wrong = set(wrong.from_inventory(inventory / "hosts.yml", playbook_dir))
+    assert adjacent in found_wrong  # the host whose vault file fails is skipped, the rest is learned
+    assert not {inline, host_file} & found_wrong
+    assert wrong.from_file(host_vars) == []
+    assert VarsReader((tmp_path / "vault-pass",)).from_file(host_vars) == [host_file]

@@ -69,25 +69,44 @@ def _add_up(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(handler="sglang_deploy.commands_up:run")
 
 
+LAB_NAME = "sglang-lab"
+LAB_IMAGE = "sglang-deploy/debian12:latest"
+
+
+def _add_lab_options(p: argparse.ArgumentParser, *, defaults: bool) -> None:
+    """--name/--image, accepted before the action (`lab --name x create`) and after it (`lab create
+    --name x`). Only the `lab` level sets defaults: on the action level they are SUPPRESSed, so an
+    option given before the action is not overwritten by the action parser's default."""
+    p.add_argument(
+        "--name",
+        default=LAB_NAME if defaults else argparse.SUPPRESS,
+        help=f"container name (default: {LAB_NAME})",
+    )
+    p.add_argument(
+        "--image",
+        default=LAB_IMAGE if defaults else argparse.SUPPRESS,
+        help=f"image (default: {LAB_IMAGE}, built by molecule/images/build.sh)",
+    )
+
+
 def _add_lab(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "lab",
         help="manage the local lab host (a systemd container)",
         description="The lab host of inventory/lab.yml: a local systemd container.",
     )
-    p.add_argument("--name", default="sglang-lab", help="container name (default: sglang-lab)")
-    p.add_argument(
-        "--image",
-        default="sglang-deploy/debian12:latest",
-        help="image (default: sglang-deploy/debian12:latest, built by molecule/images/build.sh)",
-    )
+    _add_lab_options(p, defaults=True)
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     create = actions.add_parser("create", help="create and start the lab container (no-op when running)")
     create.add_argument(
         "--timeout", type=float, default=120, help="seconds to wait for systemd (default: 120)"
     )
-    actions.add_parser("destroy", help="remove the lab container")
-    actions.add_parser("status", help="show the lab container and systemd state (exit 1 when not running)")
+    destroy = actions.add_parser("destroy", help="remove the lab container")
+    status = actions.add_parser(
+        "status", help="show the lab container and systemd state (exit 1 when not running)"
+    )
+    for action in (create, destroy, status):
+        _add_lab_options(action, defaults=False)
     p.set_defaults(handler="sglang_deploy.commands_lab:run")
 
 

@@ -1,35 +1,43 @@
 """Run a playbook through ansible-runner and turn its events into the typed stream of events.py.
 
+ansible-playbook is the one beside this interpreter (the venv's bin dir need not be on PATH), and that
+dir goes first on the child's PATH.
+
 Secrets stay out of runner's artifacts: extra vars given as `key=value`/JSON are written to a private
 temporary file (outside the artifacts dir, removed after the run) and passed as `-e @file`; vault
 password files are passed by path on the command line; nothing secret goes through envvars/extravars
-(runner writes both to disk). Runner copies the whole process environment into
-artifacts/<id>/command: values of secret-named variables are masked there after the run, and every
-known secret value and secret-looking `name=value` is masked in every artifact file."""
+(runner writes both to disk). Before the run, the secrets it will use are learned (known_secrets.py:
+`-e @file`s and the inventory's variables, vault-encrypted ones decrypted in memory with Ansible's
+loaders, plus secret-named environment variables); every event is redacted before it is printed or
+recorded. Runner copies the whole process environment into artifacts/<id>/command: values of
+secret-named variables are masked there after the run, and every known secret value and
+secret-looking `name=value` is masked in every artifact file."""
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 import json
 import os
 import secrets as _secrets
 import shlex
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, cast
 
 import ansible_runner
 import yaml
 
-from .events import Event, HostResult, parse_event
+from .events import Event, parse_event
+from .known_secrets import VarsReader
 from .redact import MASK, SECRET_NAME, Redactor, secret_env_values
 from .report import RunRecorder, write_reports
 
@@ -71,16 +79,38 @@ def new_ident() -> str:
     return f"{datetime.now():%Y%m%dT%H%M%S}-{_secrets.token_hex(3)}"
 
 
-def _secret_values(data: Any, under_secret: bool = False) -> Iterator[str]:
-    """Leaf values found under secret-named keys of a loaded vars document."""
-    if isinstance(data, dict):
-        for key, value in data.items():
-            yield from _secret_values(value, under_secret or bool(SECRET_NAME.search(str(key))))
-    elif isinstance(data, list):
-        for value in data:
-            yield from _secret_values(value, under_secret)
-    elif under_secret and data is not None and not isinstance(data, bool):
-        yield str(data)
+def ansible_playbook_binary() -> Path:
+    """The ansible-playbook installed beside this interpreter (the venv's bin dir, which need not be
+    on PATH: `.venv/bin/sglang-deploy up` from a plain login shell), else the one on PATH."""
+    beside = Path(sys.executable).parent / "ansible-playbook"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return beside
+    found = shutil.which("ansible-playbook")
+    return Path(found) if found else beside
+
+
+def child_envvars(binary: Path) -> dict[str, str]:
+    """What runner adds to the inherited environment of ansible-playbook (runner writes it into the
+    artifacts: never a secret here). The binary's dir goes first on PATH, so everything ansible starts
+    by name (ansible-galaxy, ansible-vault scripts, ...) comes from the same installation."""
+    path = os.environ.get("PATH", "")
+    return {
+        "ANSIBLE_FORCE_COLOR": "false",
+        "ANSIBLE_NOCOLOR": "true",
+        "PATH": os.pathsep.join(p for p in (str(binary.parent), path) if p),
+    }
+
+
+def redact_event(event: Event, redactor: Redactor) -> Event:
+    """Every text field of an event (task and play names are templated by ansible, messages and
+    output carry module results) goes through the redactor before anyone prints or records it."""
+    texts = {f.name: getattr(event, f.name) for f in dataclasses.fields(event)}
+    changes = {name: redactor(text) for name, text in texts.items() if isinstance(text, str) and text}
+    changes = {name: text for name, text in changes.items() if text != texts[name]}
+    if not changes:
+        return event
+    redacted: Event = dataclasses.replace(cast(Any, event), **changes)  # mypy: replace() on a union
+    return redacted
 
 
 def _kv_to_dict(text: str) -> dict[str, str]:
@@ -95,22 +125,23 @@ def _kv_to_dict(text: str) -> dict[str, str]:
 
 
 @contextmanager
-def _extra_var_args(extra_vars: tuple[str, ...], redactor: Redactor) -> Iterator[list[str]]:
-    """Turns -e values into `-e @file` arguments; inline values go to a private temp file."""
+def _extra_var_args(
+    extra_vars: tuple[str, ...], redactor: Redactor, reader: VarsReader
+) -> Iterator[list[str]]:
+    """Turns -e values into `-e @file` arguments; inline values go to a private temp file. The secrets
+    of each (decrypted, for vault files) value are added to the redactor."""
     tmp = Path(tempfile.mkdtemp(prefix="sglang-deploy-ev-"))
     try:
         args: list[str] = []
         for index, value in enumerate(extra_vars):
             if value.startswith("@"):
                 path = Path(value[1:]).expanduser().resolve()
-                # vault-encrypted or unreadable: nothing to learn here, ansible reports it
-                with contextlib.suppress(OSError, yaml.YAMLError, UnicodeDecodeError):
-                    redactor.add(*_secret_values(yaml.safe_load(path.read_text(encoding="utf-8"))))
+                redactor.add(*reader.from_file(path))
                 args += ["-e", f"@{path}"]
                 continue
             stripped = value.lstrip()
             data: Any = yaml.safe_load(value) if stripped.startswith(("{", "[")) else _kv_to_dict(value)
-            redactor.add(*_secret_values(data))
+            redactor.add(*reader.secret_values(data))
             path = tmp / f"extra-{index}.json"
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -174,16 +205,27 @@ def run_playbook(request: RunRequest, on_event: EventSink | None = None) -> RunR
 
     def handle(raw: dict[str, Any]) -> bool:
         event = parse_event(raw)
-        if isinstance(event, HostResult) and event.message:
-            event = replace(event, message=redactor(event.message))
         if event is not None:
+            event = redact_event(event, redactor)
             recorder.feed(event)
             if on_event is not None:
                 on_event(event)
         return True
 
+    # every secret the run will see is known before it starts: vault files and `!vault` values are
+    # decrypted in memory with the run's password files (Ansible's own loaders)
+    project_dir = request.project_dir.resolve()
+    reader = VarsReader(request.vault_password_files)
+    redactor.add(*reader.passwords)
+    playbook_dir = (project_dir / request.playbook).parent
+    redactor.add(*reader.from_inventory(request.inventory.resolve(), playbook_dir))
+    binary = ansible_playbook_binary()
+
     started = datetime.now()
-    with _extra_var_args(request.extra_vars, redactor) as ev_args, _interruptible() as interrupted:
+    with (
+        _extra_var_args(request.extra_vars, redactor, reader) as ev_args,
+        _interruptible() as interrupted,
+    ):
         cmdline: list[str] = [*ev_args]
         for vault_file in request.vault_password_files:
             cmdline += ["--vault-password-file", str(vault_file.expanduser().resolve())]
@@ -191,20 +233,22 @@ def run_playbook(request: RunRequest, on_event: EventSink | None = None) -> RunR
             cmdline.append("--check")
         if request.diff:
             cmdline.append("--diff")
+        # with binary= runner runs it as given (RAW mode) and leaves the playbook to us
+        cmdline.append(request.playbook)
         runner = ansible_runner.run(
             private_data_dir=str(private_dir),
-            project_dir=str(request.project_dir.resolve()),
-            playbook=request.playbook,
+            project_dir=str(project_dir),
+            binary=str(binary),
             inventory=str(request.inventory.resolve()),
             limit=request.limit,
             tags=request.tags,
             skip_tags=request.skip_tags,
             verbosity=request.verbosity or None,
-            cmdline=shlex.join(cmdline) if cmdline else None,
+            cmdline=shlex.join(cmdline),
             ident=ident,
             quiet=True,
             suppress_env_files=True,
-            envvars={"ANSIBLE_FORCE_COLOR": "false", "ANSIBLE_NOCOLOR": "true"},
+            envvars=child_envvars(binary),
             event_handler=handle,
             cancel_callback=lambda: interrupted[0],
         )

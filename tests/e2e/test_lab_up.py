@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -25,15 +24,40 @@ LAB_HOST = "sglang-lab"
 ARTIFACTS = REPO / "artifacts"
 
 
+# `make up` from a plain login shell: the CLI by its absolute path, no venv on PATH, no VIRTUAL_ENV
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+PASSED_THROUGH = ("DOCKER_", "SGLANG_DEPLOY_")  # what the docker client and the lab's cache dir read
+
+
+def cli_executable() -> Path:
+    """.venv/bin/sglang-deploy of the checkout, as the Makefile runs it (else the venv running pytest)."""
+    exe = REPO / ".venv" / "bin" / "sglang-deploy"
+    return exe if exe.exists() else Path(sys.executable).parent / "sglang-deploy"
+
+
+def login_shell_env() -> dict[str, str]:
+    env = {
+        "HOME": os.environ.get("HOME", "/root"),
+        "PATH": SYSTEM_PATH,
+        "LC_ALL": "C.UTF-8",
+        "LANG": "C.UTF-8",
+    }
+    env.update({k: v for k, v in os.environ.items() if k.startswith(PASSED_THROUGH)})
+    return env
+
+
 def cli(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    exe = shutil.which("sglang-deploy") or str(Path(sys.executable).parent / "sglang-deploy")
-    env = {**os.environ, "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8"}
+    exe = cli_executable()
+    env = login_shell_env()
+    assert str(exe.parent) not in env["PATH"].split(os.pathsep)
+    assert "VIRTUAL_ENV" not in env
     started = time.monotonic()
     proc = subprocess.run(
-        [exe, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout, check=False
+        [str(exe), *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout, check=False
     )
-    print(f"$ sglang-deploy {' '.join(args)}  (rc={proc.returncode}, {time.monotonic() - started:.1f}s)")
+    print(f"$ {exe} {' '.join(args)}  (rc={proc.returncode}, {time.monotonic() - started:.1f}s)")
     print(proc.stdout[-6000:], proc.stderr[-3000:], sep="\n")
+    assert "not found or was not executable" not in proc.stdout + proc.stderr
     return proc
 
 
