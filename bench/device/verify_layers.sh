@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Layers 1-4 of roles/verify for real on a GPU host (no network, no systemd needed), through
+# ansible-playbook with connection local: preflight (sglang_gpu_required=true, tp = all GPUs),
+# cuda_toolkit with the existing toolkit, nccl_env rendering its file to a temp path, then
+# playbooks/verify.yml with the host's own python3/torch standing in for the release venv.
+# Then two runs that must FAIL naming their layer (a missing device node; an impossible busbw
+# floor) and the benchmark wrapper bench/nccl_allreduce.py (it loads the role's implementation).
+# Output in $OUT (default /tmp/verify_layers_out): verify_layers.log, verify-results.json.
+# usage (repo root, ansible-core importable): bench/device/verify_layers.sh [CUDA_PATH] [TORCH_EXPECT]
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+cuda="${1:-/usr/local/cuda-13.0}"
+py="$(command -v python3)"
+torch_expect="${2:-$("$py" -c 'import torch; print(torch.__version__.split("+")[0])')}"
+out="${OUT:-/tmp/verify_layers_out}"
+mkdir -p "$out"
+log="$out/verify_layers.log"
+: >"$log"
+n="$(nvidia-smi -L | grep -c '^GPU ')"
+inv="$(mktemp -d)"
+printf '[sglang_servers]\nlocalhost ansible_connection=local ansible_python_interpreter=%s\n' "$py" >"$inv/hosts"
+ln -s "$PWD/group_vars" "$inv/group_vars"
+export LC_ALL=C.UTF-8 ANSIBLE_FORCE_COLOR=false ANSIBLE_NOCOLOR=1 ANSIBLE_CALLBACKS_ENABLED=ansible.builtin.timer \
+  ANSIBLE_CACHE_PLUGIN=memory ANSIBLE_ROLES_PATH="$PWD/roles" ANSIBLE_LOCALHOST_WARNING=false
+# NVLink multicast stays off on these hosts (shared GPUs): also forced by the verify role.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+
+say() { printf '\n===== %s =====\n' "$*" | tee -a "$log"; }
+say "host"
+{ nvidia-smi -L; nvidia-smi --query-gpu=index,name,compute_cap,driver_version --format=csv,noheader
+  ls -l /dev/nvidia*; "$cuda/bin/nvcc" --version | tail -n 2
+  "$py" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version())'
+} 2>&1 | tee -a "$log"
+
+vars=(-e sglang_gpu_required=true -e "sglang_tp_size=$n" -e sglang_api_key_required=false
+  -e sglang_model_path=/data/models/target -e sglang_draft_model_path=/data/models/eagle3
+  -e sglang_root=/tmp/sglang -e sglang_min_free_disk_gib=1
+  -e cuda_toolkit_method=existing -e "cuda_toolkit_existing_path=$cuda" -e cuda_toolkit_gpu_check=required
+  -e "cuda_toolkit_profile_path=$out/profile.d-cuda-toolkit.sh" -e nccl_env_file=/tmp/verify-nccl.env
+  -e "verify_python=$py" -e "verify_torch_expect_version=$torch_expect")
+rc=0
+say "run 1: preflight + cuda_toolkit (existing) + nccl_env + verify layers 1-4, tp=$n"
+ansible-playbook -i "$inv/hosts" bench/device/verify_layers.yml "${vars[@]}" \
+  -e "verify_results_file=$out/verify-results.json" 2>&1 | tee -a "$log"
+r=${PIPESTATUS[0]}; ((r)) && rc=$r
+say "rendered NCCL env file"; cat /tmp/verify-nccl.env | tee -a "$log"
+
+say "run 2: a missing device node must fail layer 1 (GPU)"
+ansible-playbook -i "$inv/hosts" playbooks/verify.yml --tags verify_gpu "${vars[@]}" \
+  -e '{"verify_gpu_uvm_nodes": ["/dev/nvidia-uvm", "/dev/nvidia-uvm-missing-on-purpose"]}' >"$out/neg_gpu.log" 2>&1
+r=$?; grep -E 'verify layer|localhost +:' "$out/neg_gpu.log" | tee -a "$log"
+((r == 0)) && { echo "missing node NOT detected" | tee -a "$log"; rc=1; }
+
+say "run 3: an impossible busbw floor must fail layer 4 (NCCL)"
+ansible-playbook -i "$inv/hosts" playbooks/verify.yml --tags verify_nccl "${vars[@]}" \
+  -e verify_nccl_min_busbw_gbps_256m=100000 >"$out/neg_nccl.log" 2>&1
+r=$?; grep -E 'verify layer|localhost +:' "$out/neg_nccl.log" | tee -a "$log"
+((r == 0)) && { echo "busbw floor NOT enforced" | tee -a "$log"; rc=1; }
+
+say "bench/nccl_allreduce.py (loads roles/verify/files/nccl_allreduce.py)"
+(set -a; . /tmp/verify-nccl.env; set +a
+ timeout 120 "$py" bench/nccl_allreduce.py --ranks "$n" --sizes 8K,512K,256M --graph --label verify-env \
+   --json "$out/bench.jsonl") 2>&1 | tee -a "$log"
+r=${PIPESTATUS[0]}; ((r)) && rc=$r
+
+say "summary"
+grep -E '"msg": "(verify layer|preflight ok|CUDA toolkit)|localhost +:' "$log" | tee "$out/summary.txt"
+rm -rf "$inv"
+echo "exit $rc" | tee -a "$log"
+exit "$rc"

@@ -1,0 +1,159 @@
+"""Unit tests of the one NCCL all-reduce implementation (roles/verify/files/nccl_allreduce.py) and
+of its wrapper bench/nccl_allreduce.py: statistics (median/spread, slowest rank), env-file
+parsing, floors, the verify layer's JSON document."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load(name: str, path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+impl = _load("verify_nccl_allreduce", ROOT / "roles/verify/files/nccl_allreduce.py")
+bench = _load("bench_nccl_allreduce", ROOT / "bench/nccl_allreduce.py")
+
+NO_FLOORS: dict[str, float | None] = {"latency_us_8k": None, "latency_us_512k": None, "busbw_gbps_256m": None}
+
+
+def test_bench_is_a_wrapper_of_the_one_implementation() -> None:
+    assert bench.IMPL == ROOT / "roles/verify/files/nccl_allreduce.py"
+    source = (ROOT / "bench/nccl_allreduce.py").read_text()
+    assert "def _worker" not in source
+    assert "def bus_bandwidth_gbps" not in source
+    assert bench.bus_bandwidth_gbps(256 << 20, 1000.0, 2) == pytest.approx(268.435456)
+    assert bench.parse_size("512K") == 512 << 10
+
+
+def test_summarize_median_and_spread() -> None:
+    s = impl.summarize([16.85, 15.67, 16.61, 15.7, 15.0])
+    assert s["median"] == 15.7
+    assert (s["min"], s["max"], s["reps"]) == (15.0, 16.85, 5)
+    assert s["spread_pct"] == pytest.approx((16.85 - 15.0) / 15.7 * 100, abs=0.05)
+    assert impl.summarize([4.0, 1.0, 3.0, 2.0])["median"] == 2.5
+    with pytest.raises(ValueError, match="no samples"):
+        impl.summarize([])
+
+
+def test_slowest_rank_per_repetition() -> None:
+    assert impl.slowest_per_rep([[1.0, 5.0, 3.0], [2.0, 4.0, 3.5]]) == [2.0, 5.0, 3.5]
+    with pytest.raises(ValueError, match="same number"):
+        impl.slowest_per_rep([[1.0], [1.0, 2.0]])
+
+
+def test_env_file_parsed_not_executed() -> None:
+    text = (ROOT / "roles/nccl_env/molecule/nccl_env/golden/converge.env").read_text()
+    assert impl.parse_env_file(text) == {
+        "NCCL_NVLS_ENABLE": "0",
+        "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+        "NVSHMEM_DISABLE_NVLS": "1",
+    }
+    assert impl.parse_env_file("export A=1\nB='x y'\nC=\"$(rm -rf /)\"\n\n# c\n") == {
+        "A": "1",
+        "B": "x y",
+        "C": "$(rm -rf /)",
+    }
+    with pytest.raises(ValueError, match="line 2: not KEY=VALUE"):
+        impl.parse_env_file("A=1\nrm -rf /\n")
+
+
+def test_force_env() -> None:
+    assert impl.parse_force_env(["NCCL_NVLS_ENABLE=0", "X="]) == {"NCCL_NVLS_ENABLE": "0", "X": ""}
+    with pytest.raises(ValueError, match="NAME=VALUE"):
+        impl.parse_force_env(["1BAD=0"])
+
+
+def test_apply_env_forces_last(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    env = tmp_path / "nccl.env"
+    env.write_text("NCCL_NVLS_ENABLE=1\nNCCL_PROTO=LL\n")
+    monkeypatch.delenv("NCCL_PROTO", raising=False)
+    monkeypatch.setenv("NCCL_NVLS_ENABLE", "x")
+    loaded = impl.apply_env(str(env), {"NCCL_NVLS_ENABLE": "0"})
+    assert loaded == {"NCCL_NVLS_ENABLE": "1", "NCCL_PROTO": "LL"}
+    assert impl.nccl_env()["NCCL_NVLS_ENABLE"] == "0"
+    assert impl.nccl_env()["NCCL_PROTO"] == "LL"
+
+
+@pytest.mark.parametrize(
+    ("floors", "status", "needle"),
+    [
+        (NO_FLOORS, "passed", None),
+        ({**NO_FLOORS, "latency_us_8k": 20.0, "busbw_gbps_256m": 250.0}, "passed", None),
+        ({**NO_FLOORS, "latency_us_8k": 10.0}, "failed", "8 KiB graph latency 15.7 us > allowed max 10 us"),
+        (
+            {**NO_FLOORS, "latency_us_512k": 18.0},
+            "failed",
+            "512 KiB graph latency 18.9 us > allowed max 18 us",
+        ),
+        (
+            {**NO_FLOORS, "busbw_gbps_256m": 400.0},
+            "failed",
+            "256 MiB busbw 300.9 GB/s < required min 400 GB/s",
+        ),
+    ],
+)
+def test_floors(floors: dict[str, float | None], status: str, needle: str | None) -> None:
+    figures = {"latency_us_8k": 15.7, "latency_us_512k": 18.88, "busbw_gbps_256m": 300.92}
+    got, reasons = impl.evaluate_floors(figures, floors)
+    assert got == status
+    assert reasons == ([needle] if needle else [])
+
+
+def test_floor_on_a_missing_figure_fails() -> None:
+    status, reasons = impl.evaluate_floors({"latency_us_8k": None}, {**NO_FLOORS, "latency_us_8k": 30.0})
+    assert status == "failed"
+    assert reasons == ["8 KiB graph latency not measured (floor 30.0 us)"]
+
+
+def _row(nbytes: int, graph_median: float) -> dict[str, Any]:
+    return {"bytes": nbytes, "graph_stats": impl.summarize([graph_median] * 5)}
+
+
+def test_verify_summary_document() -> None:
+    rows = [_row(8 << 10, 15.7), _row(512 << 10, 18.88), _row(256 << 20, 892.04)]
+    doc = impl.verify_summary(rows, NO_FLOORS, True, 2)
+    assert doc["status"] == "passed"
+    assert (doc["latency_us_8k"], doc["latency_us_512k"]) == (15.7, 18.88)
+    assert doc["busbw_gbps_256m"] == pytest.approx(300.92, abs=0.01)
+    assert doc["reason"].startswith("2 ranks: 8 KiB 15.7 us, 512 KiB 18.88 us (graph replay), 256 MiB busbw")
+    bad = impl.verify_summary(rows, NO_FLOORS, False, 2)
+    assert (bad["status"], bad["reason"]) == ("failed", "all-reduce returned a wrong sum")
+
+
+def test_verify_mode_never_raises(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert impl.main(["--verify", "--env-file", str(tmp_path / "missing.env")]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["status"] == "failed"
+    assert doc["reason"].startswith("all-reduce benchmark did not run: FileNotFoundError")
+    env = tmp_path / "nccl.env"
+    env.write_text("")
+    impl.main(["--verify", "--reps", "3", "--env-file", str(env)])
+    assert "at least 5 repetitions" in json.loads(capsys.readouterr().out)["reason"]
+
+
+def test_recorded_device_figures() -> None:
+    doc = json.loads((ROOT / "bench/results/2026-11-30-h200x2-verify-layers.json").read_text())
+    nccl = doc["results"]["nccl"]
+    assert nccl["status"] == "passed"
+    sizes = {r["bytes"]: r for r in nccl["sizes"]}
+    assert set(sizes) == {8 << 10, 512 << 10, 256 << 20}
+    for row in sizes.values():
+        assert row["graph_stats"]["reps"] >= 5
+        assert row["graph_stats"]["median"] == impl.summarize(row["graph_stats"]["samples"])["median"]
+    assert nccl["latency_us_8k"] == sizes[8 << 10]["graph_stats"]["median"]
