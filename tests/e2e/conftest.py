@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
+from e2e_lab import cli, summary
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -30,3 +33,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "e2e" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def lab() -> Iterator[None]:
+    """The lab host of inventory/lab.yml (a systemd container), created as the README does; destroyed
+    at the end of the e2e session."""
+    created = cli("lab", "create")
+    assert created.returncode == 0, created.stderr
+    assert "systemd running" in created.stdout or "systemd degraded" in created.stdout
+    again = cli("lab", "create")
+    assert again.returncode == 0
+    assert "nothing to do" in again.stdout
+    yield
+    destroyed = cli("lab", "destroy")
+    assert destroyed.returncode == 0, destroyed.stderr
+    assert cli("lab", "status").returncode == 1
+
+
+@pytest.fixture(scope="session")
+def converged_lab(lab: None) -> dict[str, object]:
+    """The README's main command on the lab host: the first `sglang-deploy up` (a full converge);
+    its rc, output and summary.json for the tests that check them."""
+    first = cli("up")
+    assert first.returncode == 0, first.stdout[-6000:] + first.stderr[-3000:]
+    return {"rc": first.returncode, "stdout": first.stdout, "summary": summary()}

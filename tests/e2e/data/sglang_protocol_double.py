@@ -1,0 +1,304 @@
+#!/usr/bin/env python3
+"""sglang-protocol-double: a TEST DOUBLE of SGLang's HTTP server, for hosts without a GPU.
+
+It stands in for ``python -m sglang.launch_server`` behind the real ``sglang-kimi`` unit (the test
+hook ``sglang_service_exec_override: [<release python>, <this file>, --double-...]``; the launch
+spec's server flags follow) and runs with the RELEASE venv's python, so it speaks SGLang's own
+contract rather than a copy of it:
+
+* the server flags are parsed by SGLang's own parser (``ServerArgs.add_cli_args``; flags it does not
+  know are ignored) and ``/get_server_info`` returns every ``ServerArgs`` field (``api_key``
+  included, in clear, as the real server does), the scheduler limits, ``internal_states`` (with
+  ``avg_spec_accept_length`` for a speculative preset: bench_serving reads the accept length there)
+  and SGLang's version;
+* request bodies are validated by SGLang's own models: ``/generate`` takes
+  ``sglang.srt.managers.io_struct.GenerateReqInput`` exactly as ``http_server.generate_request`` does
+  (FastAPI validates the dataclass, then ``normalize_batch_and_arguments()``), ``/v1/completions``
+  takes ``sglang.srt.entrypoints.openai.protocol.CompletionRequest``;
+* response bodies are built with SGLang's models: ``ModelList``/``ModelCard`` (``/v1/models``),
+  ``CompletionResponse``/``CompletionStreamResponse``/``UsageInfo`` (``/v1/completions``); the
+  ``/generate`` stream is SGLang's SSE form (``data: {text (cumulative), output_ids, meta_info:
+  {id, finish_reason, prompt_tokens, completion_tokens, cached_tokens, spec_verify_ct, ...}}`` then
+  ``data: [DONE]``);
+* the API key is enforced by SGLang's own middleware (``sglang.srt.utils.auth.add_api_key_middleware``):
+  401 without ``Authorization: Bearer <key>``; ``/health*`` stays open.
+
+Generation is simulated: tokens (ids of the served tokenizer at ``--model-path``, decoded with it)
+stream at ``--double-tokens-per-s`` per request after ``--double-ttft-ms``; with a speculative
+algorithm each step emits ``--double-accept-length`` tokens (alternating floor/ceil to reach a
+fractional mean). A RELEASE can carry ``<release>/protocol-double.json`` (``{"tokens_per_s": 5}``):
+it overrides the rate, so "this release is slow" is a property of the release a rollback leaves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import math
+import os
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import uvicorn  # type: ignore[import-not-found]
+from fastapi import FastAPI, Request  # type: ignore[import-not-found]
+from fastapi.responses import JSONResponse, Response, StreamingResponse  # type: ignore[import-not-found]
+from sglang.srt.entrypoints.openai.protocol import (  # type: ignore[import-not-found]
+    CompletionRequest,
+    CompletionResponse,
+    CompletionResponseChoice,
+    CompletionResponseStreamChoice,
+    CompletionStreamResponse,
+    ModelCard,
+    ModelList,
+    UsageInfo,
+)
+from sglang.srt.managers.io_struct import GenerateReqInput  # type: ignore[import-not-found]
+from sglang.srt.server_args import ServerArgs  # type: ignore[import-not-found]
+from sglang.srt.utils.auth import add_api_key_middleware  # type: ignore[import-not-found]
+from sglang.version import __version__ as SGLANG_VERSION  # type: ignore[import-not-found]
+
+CONTEXT_LEN = 32768
+
+
+def parse(argv: list[str]) -> tuple[argparse.Namespace, argparse.Namespace, list[str]]:
+    own = argparse.ArgumentParser(add_help=False)
+    own.add_argument("--double-tokens-per-s", type=float, default=float(os.environ.get("SGLANG_DOUBLE_TPS", "200")))
+    own.add_argument("--double-ttft-ms", type=float, default=20.0)
+    own.add_argument("--double-accept-length", type=float, default=2.0)
+    own.add_argument("--double-unhealthy", action="store_true")
+    mine, rest = own.parse_known_args(argv)
+    parser = argparse.ArgumentParser(prog="sglang.launch_server")
+    ServerArgs.add_cli_args(parser)
+    server, unknown = parser.parse_known_args(rest)
+    return mine, server, unknown
+
+
+def release_config() -> dict[str, Any]:
+    """<release>/protocol-double.json of the release whose venv runs this double (if any)."""
+    release = Path(os.path.realpath(sys.prefix)).parent
+    path = release / "protocol-double.json"
+    if path.is_file():
+        data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        return data
+    return {}
+
+
+MINE, SERVER, UNKNOWN = parse(sys.argv[1:])
+RELEASE = release_config()
+TPS = float(RELEASE.get("tokens_per_s", MINE.double_tokens_per_s))
+TTFT = float(RELEASE.get("ttft_ms", MINE.double_ttft_ms)) / 1000.0
+SPECULATIVE = bool(getattr(SERVER, "speculative_algorithm", None))
+ACCEPT = float(RELEASE.get("accept_length", MINE.double_accept_length)) if SPECULATIVE else 1.0
+SERVED = SERVER.served_model_name or SERVER.model_path
+STATS = {"steps": 0, "tokens": 0}
+
+try:
+    from transformers import AutoTokenizer  # type: ignore[import-not-found]
+
+    TOKENIZER: Any = AutoTokenizer.from_pretrained(SERVER.tokenizer_path or SERVER.model_path)
+except Exception as exc:  # a model path without a tokenizer: count words instead
+    print(f"sglang-protocol-double: no tokenizer at {SERVER.model_path}: {type(exc).__name__}", flush=True)
+    TOKENIZER = None
+
+
+def count_tokens(prompt: Any) -> int:
+    if isinstance(prompt, list):
+        return len(prompt)
+    if TOKENIZER is not None:
+        return len(TOKENIZER.encode(str(prompt)))
+    return len(str(prompt).split())
+
+
+def output_ids(n: int) -> list[int]:
+    vocab = int(getattr(TOKENIZER, "vocab_size", 0) or 1000)
+    first = 2 if vocab > 4 else 0
+    return [first + (i * 7) % max(vocab - first, 1) for i in range(n)]
+
+
+def decode(ids: list[int]) -> str:
+    if TOKENIZER is not None:
+        text: str = TOKENIZER.decode(ids, skip_special_tokens=True)
+        return text if text.strip() else " ".join(f"t{i}" for i in ids)
+    return " ".join(f"t{i}" for i in ids)
+
+
+def step_sizes(total: int) -> list[int]:
+    """Tokens per step: 1 without speculation, else floor/ceil of ACCEPT alternating to its mean."""
+    sizes: list[int] = []
+    emitted = 0.0
+    while sum(sizes) < total:
+        emitted += ACCEPT
+        size = max(1, min(total - sum(sizes), math.floor(emitted) - sum(sizes)))
+        sizes.append(size)
+    return sizes
+
+
+async def simulate(prompt: Any, max_new_tokens: int) -> AsyncIterator[tuple[list[int], int, bool]]:
+    """Yield (ids so far, verify steps, finished) at the configured pace."""
+    await asyncio.sleep(TTFT)
+    ids_all = output_ids(max_new_tokens)
+    done = 0
+    steps = 0
+    for size in step_sizes(max_new_tokens):
+        if steps:
+            await asyncio.sleep(size / TPS)
+        done += size
+        steps += 1
+        STATS["steps"] += 1
+        STATS["tokens"] += size
+        yield ids_all[:done], steps, done >= max_new_tokens
+
+
+def meta(rid: str, prompt_tokens: int, ids: list[int], steps: int, finished: bool, started: float) -> dict[str, Any]:
+    info: dict[str, Any] = {
+        "id": rid,
+        "finish_reason": {"type": "length", "length": len(ids)} if finished else None,
+        "prompt_tokens": prompt_tokens,
+        "weight_version": "default",
+        "total_retractions": 0,
+        "completion_tokens": len(ids),
+        "cached_tokens": 0,
+    }
+    if SPECULATIVE:
+        info["spec_verify_ct"] = steps
+        info["spec_accept_length"] = len(ids) / steps if steps else 0.0
+    if finished:
+        info["e2e_latency"] = time.time() - started
+    return info
+
+
+app = FastAPI()
+add_api_key_middleware(app, api_key=SERVER.api_key, admin_api_key=getattr(SERVER, "admin_api_key", None))
+
+
+@app.get("/health")
+@app.get("/health_generate")
+async def health() -> Response:
+    return Response(status_code=503 if MINE.double_unhealthy else 200)
+
+
+@app.get("/get_model_info")
+@app.get("/model_info")
+async def model_info() -> dict[str, Any]:
+    return {
+        "model_path": SERVER.model_path,
+        "tokenizer_path": SERVER.tokenizer_path or SERVER.model_path,
+        "is_generation": True,
+        "preferred_sampling_params": None,
+        "weight_version": "default",
+        "has_image_understanding": False,
+        "has_audio_understanding": False,
+        "model_type": "sglang-protocol-double",
+        "architectures": ["SGLangProtocolDouble"],
+    }
+
+
+@app.get("/get_server_info")
+@app.get("/server_info")
+async def server_info() -> Response:
+    args = {f.name: getattr(SERVER, f.name, None) for f in dataclasses.fields(ServerArgs)}
+    accept = (STATS["tokens"] / STATS["steps"]) if SPECULATIVE and STATS["steps"] else None
+    body = {
+        **args,
+        "max_total_num_tokens": CONTEXT_LEN * 16,
+        "max_req_input_len": CONTEXT_LEN - 8,
+        "internal_states": [{"avg_spec_accept_length": accept, "last_gen_throughput": TPS}],
+        "version": SGLANG_VERSION,
+        "test_double": {"name": "sglang-protocol-double", "tokens_per_s": TPS, "accept_length": ACCEPT},
+    }
+    return Response(content=json.dumps(body, default=str), media_type="application/json")
+
+
+@app.get("/v1/models")
+async def models() -> dict[str, Any]:
+    listing = ModelList(data=[ModelCard(id=SERVED, root=SERVED, max_model_len=CONTEXT_LEN)])
+    out: dict[str, Any] = listing.model_dump()
+    return out
+
+
+@app.api_route("/generate", methods=["POST", "PUT"])
+async def generate(obj: GenerateReqInput, request: Request) -> Response:
+    try:
+        obj.normalize_batch_and_arguments()
+    except ValueError as exc:
+        return JSONResponse({"error": {"message": str(exc)}}, status_code=400)
+    if not obj.is_single:
+        return JSONResponse({"error": {"message": "the test double serves single requests"}}, status_code=400)
+    params = obj.sampling_params or {}
+    max_new = int(params.get("max_new_tokens") or 128)
+    prompt = obj.text if obj.text is not None else obj.input_ids
+    prompt_tokens = count_tokens(prompt)
+    rid = obj.rid or uuid.uuid4().hex
+    started = time.time()
+
+    def out(ids: list[int], steps: int, finished: bool) -> dict[str, Any]:
+        return {
+            "text": decode(ids),
+            "output_ids": ids[-1:] if obj.stream else ids,
+            "meta_info": meta(rid, prompt_tokens, ids, steps, finished, started),
+        }
+
+    if obj.stream:
+
+        async def events() -> AsyncIterator[bytes]:
+            async for ids, steps, finished in simulate(prompt, max_new):
+                yield b"data: " + json.dumps(out(ids, steps, finished)).encode() + b"\n\n"
+            yield b"data: [DONE]\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+    last: dict[str, Any] = {}
+    async for ids, steps, finished in simulate(prompt, max_new):
+        last = out(ids, steps, finished)
+    return JSONResponse(last)
+
+
+@app.post("/v1/completions")
+async def completions(req: CompletionRequest) -> Response:
+    prompt_tokens = count_tokens(req.prompt)
+    rid = "cmpl-" + uuid.uuid4().hex
+    if req.stream:
+
+        async def events() -> AsyncIterator[bytes]:
+            sent = ""
+            async for ids, _steps, finished in simulate(req.prompt, req.max_tokens):
+                text = decode(ids)
+                chunk = CompletionStreamResponse(
+                    id=rid,
+                    model=req.model,
+                    choices=[
+                        CompletionResponseStreamChoice(
+                            index=0, text=text[len(sent):], finish_reason="length" if finished else None
+                        )
+                    ],
+                )
+                sent = text
+                yield b"data: " + chunk.model_dump_json().encode() + b"\n\n"
+            yield b"data: [DONE]\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+    ids: list[int] = []
+    async for ids, _steps, _finished in simulate(req.prompt, req.max_tokens):
+        pass
+    body = CompletionResponse(
+        id=rid,
+        model=req.model,
+        choices=[CompletionResponseChoice(index=0, text=decode(ids), finish_reason="length")],
+        usage=UsageInfo(prompt_tokens=prompt_tokens, completion_tokens=len(ids), total_tokens=prompt_tokens + len(ids)),
+    )
+    return Response(content=body.model_dump_json(), media_type="application/json")
+
+
+if __name__ == "__main__":
+    print(
+        f"sglang-protocol-double: SGLang {SGLANG_VERSION} protocol, {SERVED!r} on {SERVER.host}:{SERVER.port}, "
+        f"{TPS:g} tok/s per request, ttft {TTFT * 1000:g} ms, accept length {ACCEPT:g}, "
+        f"auth {'on' if SERVER.api_key else 'off'}, ignored flags {UNKNOWN}",
+        flush=True,
+    )
+    uvicorn.run(app, host=SERVER.host, port=SERVER.port, log_level="warning")

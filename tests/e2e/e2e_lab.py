@@ -1,0 +1,112 @@
+"""Helpers of the end-to-end tests: the CLI run as `make up` runs it (absolute path, a login shell's
+environment without the venv), the lab host's names, ansible-playbook against the lab inventory."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+LAB_HOST = "sglang-lab"
+ARTIFACTS = REPO / "artifacts"
+
+
+# `make up` from a plain login shell: the CLI by its absolute path, no venv on PATH, no VIRTUAL_ENV
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+PASSED_THROUGH = ("DOCKER_", "SGLANG_DEPLOY_")  # what the docker client and the lab's cache dir read
+
+
+def cli_executable() -> Path:
+    """.venv/bin/sglang-deploy of the checkout, as the Makefile runs it (else the venv running pytest)."""
+    exe = REPO / ".venv" / "bin" / "sglang-deploy"
+    return exe if exe.exists() else Path(sys.executable).parent / "sglang-deploy"
+
+
+def login_shell_env() -> dict[str, str]:
+    env = {
+        "HOME": os.environ.get("HOME", "/root"),
+        "PATH": SYSTEM_PATH,
+        "LC_ALL": "C.UTF-8",
+        "LANG": "C.UTF-8",
+    }
+    env.update({k: v for k, v in os.environ.items() if k.startswith(PASSED_THROUGH)})
+    return env
+
+
+def cli(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    exe = cli_executable()
+    env = login_shell_env()
+    assert str(exe.parent) not in env["PATH"].split(os.pathsep)
+    assert "VIRTUAL_ENV" not in env
+    started = time.monotonic()
+    proc = subprocess.run(
+        [str(exe), *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+    print(f"$ {exe} {' '.join(args)}  (rc={proc.returncode}, {time.monotonic() - started:.1f}s)")
+    print(proc.stdout[-6000:], proc.stderr[-3000:], sep="\n")
+    assert "not found or was not executable" not in proc.stdout + proc.stderr
+    return proc
+
+
+def summary() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((ARTIFACTS / "summary.json").read_text())
+    return data
+
+
+def venv_bin() -> Path:
+    exe = REPO / ".venv" / "bin"
+    return exe if exe.exists() else Path(sys.executable).parent
+
+
+def playbook(
+    *args: str, timeout: float = 1800, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """ansible-playbook of the checkout (its ansible.cfg) against the lab inventory by default."""
+    full_env = {**login_shell_env(), "ANSIBLE_FORCE_COLOR": "false", "ANSIBLE_NOCOLOR": "1", **(env or {})}
+    started = time.monotonic()
+    proc = subprocess.run(
+        [str(venv_bin() / "ansible-playbook"), *args],
+        cwd=REPO, env=full_env, capture_output=True, text=True, timeout=timeout, check=False,
+    )  # fmt: skip
+    print(f"$ ansible-playbook {' '.join(args)}  (rc={proc.returncode}, {time.monotonic() - started:.1f}s)")
+    print(proc.stdout[-4000:], proc.stderr[-2000:], sep="\n")
+    return proc
+
+
+def lab_exec(*cmd: str, name: str = LAB_HOST, check: bool = True) -> str:
+    """A command inside the lab container (docker exec); its stdout."""
+    proc = subprocess.run(
+        ["docker", "exec", name, *cmd], capture_output=True, text=True, check=False, timeout=300
+    )
+    if check:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+def dump(data: Any) -> str:
+    return json.dumps(data, sort_keys=True)
+
+
+# What the roles write (the shared download cache mount /var/cache/sglang-deploy is not the host's).
+TOUCHED = [
+    "/etc/sglang", "/etc/systemd/system", "/etc/profile.d", "/etc/apt", "/var/lib/apt/lists",
+    "/opt/sglang", "/opt/cuda", "/var/lib/sglang", "/var/cache/sglang", "/etc/passwd", "/etc/group",
+]  # fmt: skip
+# Metadata of everything (venvs included); content checksums of everything outside the venvs'
+# site-packages (11 GB of wheels: their RECORD files are checksummed instead).
+SNAPSHOT = (
+    "find {paths} -xdev \\( -path '*/site-packages/*' -prune -o -true \\) "
+    "-printf '%p %y %s %m %u %g %T@\\n' 2>/dev/null | sort; "
+    "find {paths} -xdev -type f \\( -path '*/site-packages/*' -a ! -name RECORD -prune -o -print0 \\) "
+    "2>/dev/null | sort -z | xargs -0 -r sha256sum"
+)
+
+
+def snapshot(name: str = LAB_HOST) -> str:
+    """Metadata and checksums of every path the roles touch on a lab host (see TOUCHED)."""
+    return lab_exec("sh", "-c", SNAPSHOT.format(paths=" ".join(TOUCHED)), name=name)
