@@ -32,7 +32,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     dest = tmp_path_factory.mktemp("collections")
     galaxy = str(venv_bin() / "ansible-galaxy")
     install = subprocess.run(
-        [galaxy, "collection", "install", "--no-deps", "-p", str(dest), str(tarball)],
+        [galaxy, "collection", "install", "--force", "--no-deps", "-p", str(dest), str(tarball)],
         capture_output=True, text=True, check=False, cwd=out, env=login_shell_env(),
     )  # fmt: skip
     assert install.returncode == 0, install.stdout + install.stderr

@@ -47,6 +47,6 @@ def test_bad_input_fails_and_names_the_task(converged_lab: dict[str, object]) ->
     assert result["hosts"][LAB_HOST]["changed"] == 0  # bad input fails before any host change
     [failed] = [t for t in result["failed_tasks"] if t["host"] == LAB_HOST]
     assert failed["task"]
-    assert "sglang_service_port=80" in failed["message"]
+    assert "sglang_service_port='80' is not valid" in failed["message"]  # -e k=v gives a string
     assert "1024-65535" in failed["message"]
     assert f"FAILED {LAB_HOST}:" in bad.stdout

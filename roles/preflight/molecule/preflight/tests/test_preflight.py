@@ -365,7 +365,8 @@ def _host_failures(doc: dict[str, Any], name: str) -> str:
         for task in play["tasks"]:
             result = task["hosts"].get(name)
             if result and result.get("failed"):
-                messages += [str(result.get("msg", "")), *map(str, result.get("argument_errors", []))]
+                for item in [result, *result.get("results", [])]:  # a loop's items carry their own msg
+                    messages += [str(item.get("msg", "")), *map(str, item.get("argument_errors", []))]
     return "\n".join(messages)
 
 
