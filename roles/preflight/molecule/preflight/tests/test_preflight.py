@@ -317,7 +317,9 @@ def bad_input_run(
     """One playbooks/preflight.yml run over one alias host per BAD_INPUTS row (any_errors_fatal off,
     so every row reaches its own failure), JSON callback. Returns (the JSON doc, the snapshot after)."""
     inv = yaml.safe_load(INVENTORY_FILE.read_text())
-    connection = _hostvars(inv, HOSTS[0])
+    # every row reaches the same container (the docker connection takes the container's name from
+    # ansible_host, else from the inventory name)
+    connection = {**_hostvars(inv, HOSTS[0]), "ansible_host": HOSTS[0]}
     lab = json.loads(LAB_VARS.read_text())
     cases = {f"bad_{name}": {**connection, **lab, **over} for name, (over, _) in BAD_INPUTS.items()}
     tmp = tmp_path_factory.mktemp("bad")
