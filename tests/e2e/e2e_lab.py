@@ -12,7 +12,10 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
-LAB_HOST = "sglang-lab"
+# SGLANG_E2E_LAB=<name>: the tests run against a lab container of that name (a developer's own; made
+# and converged by the fixtures through an inventory copy, see lab_inventory()) instead of sglang-lab.
+LAB_HOST = os.environ.get("SGLANG_E2E_LAB") or "sglang-lab"
+LAB_OVERRIDDEN = LAB_HOST != "sglang-lab"
 ARTIFACTS = REPO / "artifacts"
 
 
@@ -110,3 +113,19 @@ SNAPSHOT = (
 def snapshot(name: str = LAB_HOST) -> str:
     """Metadata and checksums of every path the roles touch on a lab host (see TOUCHED)."""
     return lab_exec("sh", "-c", SNAPSHOT.format(paths=" ".join(TOUCHED)), name=name)
+
+
+def lab_inventory(dest: Path) -> Path:
+    """A copy of the lab inventory in ``dest`` for LAB_HOST (inventory/lab.yml with the host renamed,
+    group_vars/lab.yml copied, group_vars/all linked to the repository's, so every playbook of the
+    checkout, not only site.yml, gets the shipped defaults); its lab.yml. Writes done through it
+    (host_vars/<host>/...) stay out of the checkout."""
+    (dest / "group_vars").mkdir(parents=True, exist_ok=True)
+    text = (REPO / "inventory" / "lab.yml").read_text()
+    (dest / "lab.yml").write_text(text.replace("sglang-lab:", f"{LAB_HOST}:").replace(
+        "ansible_host: sglang-lab", f"ansible_host: {LAB_HOST}"))  # fmt: skip
+    (dest / "group_vars" / "lab.yml").write_text((REPO / "inventory" / "group_vars" / "lab.yml").read_text())
+    link = dest / "group_vars" / "all"
+    if not link.exists():
+        link.symlink_to(REPO / "group_vars" / "all")
+    return dest / "lab.yml"

@@ -45,10 +45,77 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import uvicorn  # type: ignore[import-not-found]
-from fastapi import FastAPI, Request  # type: ignore[import-not-found]
-from fastapi.responses import JSONResponse, Response, StreamingResponse  # type: ignore[import-not-found]
-from sglang.srt.entrypoints.openai.protocol import (  # type: ignore[import-not-found]
+
+def _stub_sgl_kernel_without_gpu() -> None:
+    """Without a GPU, sgl_kernel cannot load its CUDA library (libcuda.so.1), and SGLang's io_struct
+    imports it through schedule_batch -> mem_cache. Only then, sgl_kernel (and nothing else) is
+    replaced by inert stub modules so SGLang's pure-Python protocol modules import; no kernel runs
+    in the double. On a GPU host the real sgl_kernel is imported."""
+    import importlib.abc  # noqa: PLC0415
+    import importlib.machinery  # noqa: PLC0415
+    import types  # noqa: PLC0415
+
+    try:
+        import sgl_kernel  # type: ignore[import-not-found]  # noqa: F401, PLC0415
+    except ImportError:
+        pass
+    else:
+        return
+
+    class _Inert:
+        """Any attribute, call or item of it is another inert object (module-level uses only)."""
+
+        def __init__(self, name: str) -> None:
+            self._name = name
+
+        def __getattr__(self, name: str) -> Any:
+            if name.startswith("__"):
+                raise AttributeError(name)
+            return _Inert(f"{self._name}.{name}")
+
+        def __call__(self, *_a: Any, **_k: Any) -> Any:
+            return _Inert(f"{self._name}()")
+
+        def __getitem__(self, _key: Any) -> Any:
+            return _Inert(f"{self._name}[]")
+
+        def __iter__(self) -> Any:
+            return iter(())
+
+        def __bool__(self) -> bool:
+            return False
+
+    class _Stub(types.ModuleType):
+        def __getattr__(self, name: str) -> Any:
+            if name.startswith("__"):
+                raise AttributeError(name)
+            return _Inert(f"{self.__name__}.{name}")
+
+    class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+        def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+            if fullname == "sgl_kernel" or fullname.startswith("sgl_kernel."):
+                return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
+            return None
+
+        def create_module(self, spec: Any) -> Any:
+            module = _Stub(spec.name)
+            module.__path__ = []
+            return module
+
+        def exec_module(self, module: Any) -> None:
+            return None
+
+    for name in [n for n in sys.modules if n == "sgl_kernel" or n.startswith("sgl_kernel.")]:
+        del sys.modules[name]
+    sys.meta_path.insert(0, _Finder())
+
+
+_stub_sgl_kernel_without_gpu()
+
+import uvicorn  # type: ignore[import-not-found]  # noqa: E402
+from fastapi import FastAPI, Request  # type: ignore[import-not-found]  # noqa: E402
+from fastapi.responses import JSONResponse, Response, StreamingResponse  # type: ignore[import-not-found]  # noqa: E402
+from sglang.srt.entrypoints.openai.protocol import (  # type: ignore[import-not-found]  # noqa: E402
     CompletionRequest,
     CompletionResponse,
     CompletionResponseChoice,
@@ -58,17 +125,19 @@ from sglang.srt.entrypoints.openai.protocol import (  # type: ignore[import-not-
     ModelList,
     UsageInfo,
 )
-from sglang.srt.managers.io_struct import GenerateReqInput  # type: ignore[import-not-found]
-from sglang.srt.server_args import ServerArgs  # type: ignore[import-not-found]
-from sglang.srt.utils.auth import add_api_key_middleware  # type: ignore[import-not-found]
-from sglang.version import __version__ as SGLANG_VERSION  # type: ignore[import-not-found]
+from sglang.srt.managers.io_struct import GenerateReqInput  # type: ignore[import-not-found]  # noqa: E402
+from sglang.srt.server_args import ServerArgs  # type: ignore[import-not-found]  # noqa: E402
+from sglang.srt.utils.auth import add_api_key_middleware  # type: ignore[import-not-found]  # noqa: E402
+from sglang.version import __version__ as SGLANG_VERSION  # type: ignore[import-not-found]  # noqa: E402
 
 CONTEXT_LEN = 32768
 
 
 def parse(argv: list[str]) -> tuple[argparse.Namespace, argparse.Namespace, list[str]]:
     own = argparse.ArgumentParser(add_help=False)
-    own.add_argument("--double-tokens-per-s", type=float, default=float(os.environ.get("SGLANG_DOUBLE_TPS", "200")))
+    own.add_argument(
+        "--double-tokens-per-s", type=float, default=float(os.environ.get("SGLANG_DOUBLE_TPS", "200"))
+    )
     own.add_argument("--double-ttft-ms", type=float, default=20.0)
     own.add_argument("--double-accept-length", type=float, default=2.0)
     own.add_argument("--double-unhealthy", action="store_true")
@@ -144,18 +213,18 @@ async def simulate(prompt: Any, max_new_tokens: int) -> AsyncIterator[tuple[list
     await asyncio.sleep(TTFT)
     ids_all = output_ids(max_new_tokens)
     done = 0
-    steps = 0
-    for size in step_sizes(max_new_tokens):
-        if steps:
+    for steps, size in enumerate(step_sizes(max_new_tokens), start=1):
+        if steps > 1:
             await asyncio.sleep(size / TPS)
         done += size
-        steps += 1
         STATS["steps"] += 1
         STATS["tokens"] += size
         yield ids_all[:done], steps, done >= max_new_tokens
 
 
-def meta(rid: str, prompt_tokens: int, ids: list[int], steps: int, finished: bool, started: float) -> dict[str, Any]:
+def meta(
+    rid: str, prompt_tokens: int, ids: list[int], *, steps: int, finished: bool, started: float
+) -> dict[str, Any]:
     info: dict[str, Any] = {
         "id": rid,
         "finish_reason": {"type": "length", "length": len(ids)} if finished else None,
@@ -241,7 +310,7 @@ async def generate(obj: GenerateReqInput, request: Request) -> Response:
         return {
             "text": decode(ids),
             "output_ids": ids[-1:] if obj.stream else ids,
-            "meta_info": meta(rid, prompt_tokens, ids, steps, finished, started),
+            "meta_info": meta(rid, prompt_tokens, ids, steps=steps, finished=finished, started=started),
         }
 
     if obj.stream:
@@ -273,7 +342,7 @@ async def completions(req: CompletionRequest) -> Response:
                     model=req.model,
                     choices=[
                         CompletionResponseStreamChoice(
-                            index=0, text=text[len(sent):], finish_reason="length" if finished else None
+                            index=0, text=text[len(sent) :], finish_reason="length" if finished else None
                         )
                     ],
                 )
@@ -283,20 +352,23 @@ async def completions(req: CompletionRequest) -> Response:
 
         return StreamingResponse(events(), media_type="text/event-stream")
     ids: list[int] = []
-    async for ids, _steps, _finished in simulate(req.prompt, req.max_tokens):
-        pass
+    async for so_far, _steps, _finished in simulate(req.prompt, req.max_tokens):
+        ids = so_far
     body = CompletionResponse(
         id=rid,
         model=req.model,
         choices=[CompletionResponseChoice(index=0, text=decode(ids), finish_reason="length")],
-        usage=UsageInfo(prompt_tokens=prompt_tokens, completion_tokens=len(ids), total_tokens=prompt_tokens + len(ids)),
+        usage=UsageInfo(
+            prompt_tokens=prompt_tokens, completion_tokens=len(ids), total_tokens=prompt_tokens + len(ids)
+        ),
     )
     return Response(content=body.model_dump_json(), media_type="application/json")
 
 
 if __name__ == "__main__":
     print(
-        f"sglang-protocol-double: SGLang {SGLANG_VERSION} protocol, {SERVED!r} on {SERVER.host}:{SERVER.port}, "
+        f"sglang-protocol-double: SGLang {SGLANG_VERSION} protocol, {SERVED!r} "
+        f"on {SERVER.host}:{SERVER.port}, "
         f"{TPS:g} tok/s per request, ttft {TTFT * 1000:g} ms, accept length {ACCEPT:g}, "
         f"auth {'on' if SERVER.api_key else 'off'}, ignored flags {UNKNOWN}",
         flush=True,

@@ -13,6 +13,7 @@ import moltest
 
 MISMATCH = "verify layer 1 (GPU) failed: nvidia-smi reports 1 GPU(s), preflight_gpu_count=2"
 LAYERS = {"gpu": "1 (GPU)", "cuda": "2 (CUDA)", "torch": "3 (torch)", "nccl": "4 (NCCL)"}
+HTTP_SKIP = "sglang-kimi not running: not started in lab mode"
 
 
 def test_lab_mode_skip_lines_and_results(tmp_path: Path) -> None:
@@ -21,9 +22,12 @@ def test_lab_mode_skip_lines_and_results(tmp_path: Path) -> None:
     assert rc == 0, out[-3000:]
     for title in LAYERS.values():
         assert f'"msg": "verify layer {title} skipped: no GPU (lab mode)"' in out, out[-3000:]
+    assert f'"msg": "verify layer 5 (HTTP) skipped: {HTTP_SKIP}"' in out, out[-3000:]
+    assert f"verify layers 6-8 (benchmark, gate, rollback) skipped: {HTTP_SKIP}" in out, out[-3000:]
     assert "passed:" not in out
     doc: dict[str, Any] = json.loads(results.read_text())
-    assert doc["results"] == {key: {"status": "skipped", "reason": "no GPU (lab mode)"} for key in LAYERS}
+    expected = {key: {"status": "skipped", "reason": "no GPU (lab mode)"} for key in LAYERS}
+    assert doc["results"] == {**expected, "http": {"status": "skipped", "reason": HTTP_SKIP}}
     assert moltest.totals(out)["failed"] == 0
 
 

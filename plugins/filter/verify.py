@@ -1,0 +1,68 @@
+"""Filters ``sglang.deploy.verify_*`` of the verify role (layers 6-9).
+
+The logic lives in plugins/module_utils/verify_gate.py, verify_scrub.py and verify_doc.py (pure Python,
+tested by tests/test_verify_gate.py, tests/test_verify_scrub.py, tests/test_verify_doc.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ansible_collections.sglang.deploy.plugins.module_utils.verify_doc import doc_context
+from ansible_collections.sglang.deploy.plugins.module_utils.verify_gate import (
+    baseline_record,
+    describe_hardware,
+    gate,
+    gate_table,
+    select_baseline,
+    summarize_level,
+)
+from ansible_collections.sglang.deploy.plugins.module_utils.verify_scrub import (
+    find_leaks,
+    scrub_data,
+    scrub_text,
+)
+
+
+def verify_summarize(bench: dict[str, Any], num_prompts: int) -> list[dict[str, Any]]:
+    """The runner's ``{"levels": [{"level": C, "result": {...} | None}]}`` -> one summary per level."""
+    return [
+        summarize_level(int(item["level"]), item.get("result"), num_prompts)
+        for item in bench.get("levels", [])
+    ]
+
+
+def verify_runs(bench: dict[str, Any]) -> list[dict[str, Any]]:
+    """The runner's per-level records without bench_serving's full result (kept in the JSONL files)."""
+    return [{k: v for k, v in item.items() if k != "result"} for item in bench.get("levels", [])]
+
+
+def verify_select_baseline(preset: str, **kwargs: Any) -> dict[str, Any]:
+    selected: dict[str, Any] = select_baseline(preset, **kwargs)
+    return selected
+
+
+def verify_doc_context(inputs: dict[str, Any], secrets: list[str] | str | None = None) -> dict[str, Any]:
+    """The production document's context, scrubbed of ``secrets`` (the API key)."""
+    scrubbed: dict[str, Any] = scrub_data(doc_context(inputs), secrets)
+    return scrubbed
+
+
+class FilterModule:
+    """Ansible entry point."""
+
+    def filters(self) -> dict[str, Callable[..., Any]]:
+        return {
+            "verify_summarize": verify_summarize,
+            "verify_select_baseline": verify_select_baseline,
+            "verify_runs": verify_runs,
+            "verify_describe_hardware": describe_hardware,
+            "verify_gate": gate,
+            "verify_gate_table": gate_table,
+            "verify_baseline_record": baseline_record,
+            "verify_doc_context": verify_doc_context,
+            "verify_scrub": scrub_data,
+            "verify_scrub_text": scrub_text,
+            "verify_find_leaks": find_leaks,
+        }

@@ -1,0 +1,99 @@
+"""Scrub a secret (the API key) out of benchmark artifacts before they are kept, fetched or rendered.
+
+Pure Python, no Ansible import: the verify role's benchmark runner (``roles/verify/files/verify_bench.py``,
+run with the release venv's python on the host) loads this very file by path, the filter
+``sglang.deploy.verify_scrub`` uses it on the controller, and ``tests/test_verify_scrub.py`` tests it.
+
+Why: ``sglang.bench_serving`` embeds ``/get_server_info`` in every line of its JSONL output, and
+SGLang's server info carries ``api_key`` (and ``admin_api_key``) in clear.
+
+Two passes, both needed:
+* structural: every mapping key that names a secret (``api_key``, ``admin_api_key``, ``*_token``,
+  ``password``...) gets the value ``MASK`` whatever its value (a key rotated since, or one the caller
+  did not know);
+* literal: every occurrence of each known secret value in any string (keys and values, at any depth;
+  and in raw text) is replaced by ``MASK``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+MASK = "********"
+
+# Mapping keys whose values are secrets (SGLang's ServerArgs: api_key, admin_api_key; hub tokens).
+SECRET_KEY_RE = re.compile(r"(^|_)(api_key|apikey|token|secret|password|passwd)$", re.IGNORECASE)
+# Keys that look secret by name but hold no secret (kept as they are).
+NOT_SECRET = frozenset({"max_total_tokens", "max_prefill_tokens", "num_reserved_decode_tokens"})
+# Secrets shorter than this are not replaced literally (a 1-3 character "secret" would shred the text).
+MIN_SECRET_LEN = 4
+
+
+def _secrets(secrets: list[str] | tuple[str, ...] | str | None) -> list[str]:
+    if secrets is None:
+        return []
+    if isinstance(secrets, str):
+        secrets = [secrets]
+    # longest first: a secret containing another is masked whole
+    return sorted(
+        {s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET_LEN}, key=len, reverse=True
+    )
+
+
+def is_secret_key(name: str) -> bool:
+    """True when a mapping key names a secret (its value is masked whatever it is)."""
+    return name not in NOT_SECRET and SECRET_KEY_RE.search(name) is not None
+
+
+def scrub_text(text: str, secrets: list[str] | tuple[str, ...] | str | None) -> str:
+    """``text`` with every occurrence of each secret replaced by MASK."""
+    for secret in _secrets(secrets):
+        text = text.replace(secret, MASK)
+    return text
+
+
+def scrub_data(data: Any, secrets: list[str] | tuple[str, ...] | str | None = None) -> Any:
+    """A copy of JSON-like ``data`` with secret-named fields masked and secret values replaced."""
+    known = _secrets(secrets)
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            out: dict[Any, Any] = {}
+            for key, value in node.items():
+                new_key = scrub_text(key, known) if isinstance(key, str) else key
+                if isinstance(key, str) and is_secret_key(key) and value not in (None, ""):
+                    out[new_key] = MASK
+                else:
+                    out[new_key] = walk(value)
+            return out
+        if isinstance(node, list | tuple):
+            return [walk(item) for item in node]
+        if isinstance(node, str):
+            return scrub_text(node, known)
+        return node
+
+    return walk(data)
+
+
+def scrub_jsonl(text: str, secrets: list[str] | tuple[str, ...] | str | None = None) -> str:
+    """Scrub a JSONL document line by line (lines that are not JSON are scrubbed as text)."""
+    lines: list[str] = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped:
+            lines.append(line)
+            continue
+        try:
+            parsed = json.loads(stripped)
+        except ValueError:
+            lines.append(scrub_text(line, secrets))
+            continue
+        lines.append(json.dumps(scrub_data(parsed, secrets), sort_keys=False))
+    return "\n".join(lines) + ("\n" if text.endswith("\n") else "")
+
+
+def find_leaks(text: str, secrets: list[str] | tuple[str, ...] | str | None) -> list[str]:
+    """The secrets (masked to their first 2 characters) still found in ``text``; [] when clean."""
+    return [s[:2] + "..." for s in _secrets(secrets) if s in text]

@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""Layer 6 (benchmark) runner: ``sglang.bench_serving`` of the deployed release, once per concurrency
+level, with the artifacts scrubbed of the API key before anything else reads them.
+
+bench_serving's own command line runs unchanged: its ``__main__`` (argument parser + run_benchmark)
+is executed per level with ``runpy.run_module("sglang.bench_serving", run_name="__main__")`` and
+that level's ``sys.argv``, all in this one interpreter: the import chain (transformers, SGLang, ...,
+40+ s on a busy 2-CPU host) is paid once, not once per level. Each level's console output goes to its
+own log file; a level that raises or exits non-zero is recorded as such and the next one runs.
+
+usage: verify_bench.py SPEC_JSON     (run with the release venv's python; prints one JSON document)
+
+SPEC: {"base_url", "levels": [1, 30, ...], "num_prompts", "warmup", "output_len", "input_len",
+       "dataset": "coding" | "random" | "random-ids", "prompts": path of the shipped JSONL prompts,
+       "model": model path, "tokenizer": tokenizer path, "served_name", "workdir", "logdir",
+       "timeout_s", "seed"}
+Environment: OPENAI_API_KEY (the server's API key; bench_serving sends it as a Bearer token) -
+never on a command line, never in the output: every file bench_serving writes (its JSONL embeds
+/get_server_info, which holds the key) and its console log are scrubbed with verify_scrub.py (the
+collection's plugins/module_utils/verify_scrub.py, copied beside this file) and checked for leaks.
+
+Datasets (no download in any of them):
+* coding: the shipped coding prompts as written, in ShareGPT form (``--dataset-name sharegpt
+  --dataset-path``), output fixed to output_len tokens (``--sharegpt-output-len``; ignore_eos is
+  bench_serving's default);
+* random: the same prompts' tokens repeated/truncated to exactly input_len tokens (``--dataset-name
+  random`` with the ShareGPT file as ``--dataset-path``, ``--random-range-ratio 1.0``): fixed lengths;
+* random-ids: random token ids, input_len / output_len fixed (``--random-range-ratio 1.0``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import runpy
+import signal
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import verify_scrub
+
+
+def sharegpt_dataset(prompts_file: Path, out: Path, count: int) -> int:
+    """The shipped prompts ({"prompt": ...} per line) as a ShareGPT JSON list, cycled to >= count."""
+    prompts = []
+    for line in prompts_file.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            prompts.append(json.loads(line)["prompt"])
+    if not prompts:
+        raise SystemExit(f"no prompts in {prompts_file}")
+    rows = []
+    for i in range(max(count, len(prompts))):
+        text = prompts[i % len(prompts)]
+        rows.append(
+            {
+                "id": f"coding-{i}",
+                "conversations": [
+                    {"from": "human", "value": text},
+                    {"from": "gpt", "value": "Here is the code."},
+                ],
+            }
+        )
+    out.write_text(json.dumps(rows), encoding="utf-8")
+    return len(prompts)
+
+
+def bench_argv(spec: dict[str, Any], level: int, dataset_path: Path, output: Path) -> list[str]:
+    argv = [
+        "sglang.bench_serving",
+        "--backend", "sglang",
+        "--base-url", spec["base_url"],
+        "--model", spec["model"],
+        "--tokenizer", spec["tokenizer"],
+        "--served-model-name", spec["served_name"],
+        "--num-prompts", str(spec["num_prompts"]),
+        "--max-concurrency", str(level),
+        "--warmup-requests", str(spec["warmup"]),
+        "--output-file", str(output),
+        "--seed", str(spec.get("seed", 1)),
+        "--disable-tqdm",
+    ]  # fmt: skip
+    dataset = spec["dataset"]
+    if dataset == "coding":
+        argv += ["--dataset-name", "sharegpt", "--dataset-path", str(dataset_path)]
+        argv += ["--sharegpt-output-len", str(spec["output_len"])]
+    else:
+        argv += ["--dataset-name", dataset, "--random-range-ratio", "1.0"]
+        argv += ["--random-input-len", str(spec["input_len"]), "--random-output-len", str(spec["output_len"])]
+        if dataset == "random":
+            argv += ["--dataset-path", str(dataset_path)]
+    return argv
+
+
+class LevelTimeout(Exception):
+    """A level ran past timeout_s."""
+
+
+def _alarm(signum: int, frame: object) -> None:
+    raise LevelTimeout
+
+
+def run_level(spec: dict[str, Any], level: int, dataset_path: Path, logdir: Path, key: str) -> dict[str, Any]:
+    output = logdir / f"bench-c{level}.jsonl"
+    log = logdir / f"bench-c{level}.log"
+    output.unlink(missing_ok=True)
+    argv = bench_argv(spec, level, dataset_path, output)
+    console = io.StringIO()
+    rc = 0
+    started = time.monotonic()
+    saved_argv, saved_cwd = sys.argv, os.getcwd()
+    signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(int(spec["timeout_s"]))
+    try:
+        sys.argv = list(argv)
+        os.chdir(spec["workdir"])
+        with contextlib.redirect_stdout(console), contextlib.redirect_stderr(console):
+            runpy.run_module("sglang.bench_serving", run_name="__main__", alter_sys=False)
+    except SystemExit as exc:
+        rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except LevelTimeout:
+        rc = 124
+        console.write(f"\nverify: level {level} timed out after {spec['timeout_s']} s\n")
+    except BaseException:  # a level that raises is recorded; the next level runs
+        rc = 1
+        console.write(traceback.format_exc())
+    finally:
+        signal.alarm(0)
+        sys.argv = saved_argv
+        os.chdir(saved_cwd)
+    seconds = round(time.monotonic() - started, 1)
+    out = verify_scrub.scrub_text(console.getvalue(), key)
+    log.write_text(out, encoding="utf-8")
+    result = None
+    if output.exists():
+        scrubbed = verify_scrub.scrub_jsonl(output.read_text(encoding="utf-8"), key)
+        output.write_text(scrubbed, encoding="utf-8")
+        lines = [ln for ln in scrubbed.splitlines() if ln.strip()]
+        if lines:
+            result = json.loads(lines[-1])
+            result.pop("server_info", None)  # kept in the JSONL file; the summary stays small
+    return {
+        "level": level,
+        "rc": rc,
+        "seconds": seconds,
+        "result": result,
+        "jsonl": str(output) if output.exists() else None,
+        "log": str(log),
+        "argv": argv[1:],
+        "tail": out.strip().splitlines()[-12:] if rc != 0 or result is None else [],
+    }
+
+
+def main() -> int:
+    spec: dict[str, Any] = json.loads(sys.argv[1])
+    key = os.environ.get("OPENAI_API_KEY", "")
+    # No hub access: the tokenizer is a local path (bench_serving would otherwise try the hub).
+    os.environ.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"})
+    workdir = Path(spec["workdir"])
+    logdir = Path(spec["logdir"])
+    logdir.mkdir(parents=True, exist_ok=True)
+    dataset_path = workdir / "coding-sharegpt.json"
+    n_prompts = sharegpt_dataset(Path(spec["prompts"]), dataset_path, int(spec["num_prompts"]))
+    levels = [run_level(spec, int(level), dataset_path, logdir, key) for level in spec["levels"]]
+    leaks = []
+    for path in sorted(logdir.iterdir()):
+        if path.is_file() and verify_scrub.find_leaks(
+            path.read_text(encoding="utf-8", errors="replace"), key
+        ):
+            leaks.append(str(path))
+    print(
+        json.dumps(
+            {
+                "levels": levels,
+                "dataset": spec["dataset"],
+                "shipped_prompts": n_prompts,
+                "logdir": str(logdir),
+                "leaks": leaks,
+                "auth": bool(key),
+            }
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip the interpreter's teardown: after bench_serving ran in this process (runpy), finalizing its
+    # modules (SGLang, torch, tokenizers) kept the CPU busy for ~2 min on the 2-core lab machine after
+    # the result was printed and every artifact written and closed.
+    os._exit(code)

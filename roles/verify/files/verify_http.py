@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""Layer 5 (HTTP): the deployed server answers SGLang's HTTP contract.
+
+usage: verify_http.py SPEC_JSON    (host python, standard library only; prints one JSON document)
+SPEC: {"base_url", "health_url", "served_name", "auth": bool, "max_new_tokens", "timeout_s", "wait_s"}
+Environment: VERIFY_API_KEY (the server's API key when auth is on; never printed).
+
+Passes when: GET /health is 200 (polled for up to wait_s seconds first: a server restarted a moment
+ago is still loading) (no key: SGLang leaves /health open); GET /v1/models (with the key)
+lists the served model name; one POST /generate (with the key) returns non-empty text; and, with an
+API key configured, GET /v1/models and POST /generate WITHOUT it are refused (401/403).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+
+def call(url: str, key: str | None, body: dict[str, Any] | None, timeout: float) -> tuple[int, Any]:
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method="POST" if body is not None else "GET")
+    req.add_header("Content-Type", "application/json")
+    if key:
+        req.add_header("Authorization", f"Bearer {key}")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            raw = resp.read().decode("utf-8", errors="replace")
+            status = resp.status
+    except urllib.error.HTTPError as exc:
+        raw = exc.read().decode("utf-8", errors="replace")
+        status = exc.code
+    except (urllib.error.URLError, OSError) as exc:
+        return -1, f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
+    try:
+        return status, json.loads(raw) if raw.strip() else None
+    except ValueError:
+        return status, raw[:300]
+
+
+def check(spec: dict[str, Any], key: str) -> dict[str, Any]:
+    base = spec["base_url"].rstrip("/")
+    timeout = float(spec.get("timeout_s", 60))
+    served = spec["served_name"]
+    errors: list[str] = []
+    checks: dict[str, Any] = {}
+
+    deadline = time.monotonic() + float(spec.get("wait_s", 0))
+    status, _ = call(spec["health_url"], None, None, timeout)
+    while status != 200 and time.monotonic() < deadline:
+        time.sleep(2)
+        status, _ = call(spec["health_url"], None, None, timeout)
+    checks["health"] = status
+    if status != 200:
+        errors.append(f"GET /health answered {status}, want 200")
+
+    status, body = call(base + "/v1/models", key or None, None, timeout)
+    ids = [m.get("id") for m in body.get("data", [])] if status == 200 and isinstance(body, dict) else []
+    checks["models"] = {"status": status, "ids": ids}
+    if status != 200:
+        errors.append(f"GET /v1/models answered {status}, want 200")
+    elif served not in ids:
+        errors.append(f"GET /v1/models lists {ids}, not the served name {served!r}")
+
+    gen_body = {
+        "text": "def fibonacci(n):",
+        "sampling_params": {"max_new_tokens": int(spec.get("max_new_tokens", 16)), "temperature": 0.0},
+    }
+    status, body = call(base + "/generate", key or None, gen_body, timeout)
+    text = body.get("text") if isinstance(body, dict) else None
+    meta = body.get("meta_info", {}) if isinstance(body, dict) else {}
+    checks["generate"] = {
+        "status": status,
+        "chars": len(text) if isinstance(text, str) else None,
+        "completion_tokens": meta.get("completion_tokens") if isinstance(meta, dict) else None,
+    }
+    if status != 200:
+        errors.append(f"POST /generate answered {status}, want 200: {str(body)[:200]}")
+    elif not isinstance(text, str) or not text:
+        errors.append("POST /generate returned no text")
+
+    if spec.get("auth"):
+        refused = {}
+        for path, payload in (("/v1/models", None), ("/generate", gen_body)):
+            status, _ = call(base + path, None, payload, timeout)
+            refused[path] = status
+            if status not in (401, 403):
+                errors.append(f"{path} without the API key answered {status}, want 401")
+        checks["without_key"] = refused
+    else:
+        checks["without_key"] = "not checked: no API key configured"
+
+    if errors:
+        return {"status": "failed", "reason": "; ".join(errors), "checks": checks}
+    auth = "a request without the API key is refused" if spec.get("auth") else "no API key configured"
+    return {
+        "status": "passed",
+        "reason": f"/health 200, /v1/models lists {served!r}, /generate returned "
+        f"{checks['generate']['completion_tokens']} token(s) of text, {auth}",
+        "checks": checks,
+    }
+
+
+def main() -> int:
+    spec: dict[str, Any] = json.loads(sys.argv[1])
+    key = os.environ.get("VERIFY_API_KEY", "")
+    result = check(spec, key)
+    text = json.dumps(result)
+    if key:
+        text = text.replace(key, "********")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
