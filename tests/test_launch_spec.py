@@ -261,3 +261,30 @@ def test_bad_input_names_variable_value_and_allowed(case: str) -> None:
 def test_filter_plugin_exports_the_resolver() -> None:
     text = (REPO / "plugins" / "filter" / "launch_spec.py").read_text()
     assert '"launch_spec": resolve' in text
+
+
+@pytest.mark.parametrize(
+    ("value", "ok"),
+    [
+        ("127.0.0.1", True),
+        ("0.0.0.0", True),
+        ("::1", True),
+        ("::", True),
+        ("fe80::1", True),
+        ("localhost", True),
+        ("gpu-01.example.org", True),
+        ("gpu-01.example.org.", True),
+        ("", False),
+        ("256.1.1.1", False),
+        ("1.2.3", False),
+        ("-bad.example", False),
+        ("bad_host", False),
+        ("host name", False),
+        (" 127.0.0.1", False),
+        ("a" * 64, False),
+        (30000, False),
+        (None, False),
+    ],
+)
+def test_valid_host(value: object, ok: bool) -> None:
+    assert L.valid_host(value) is ok

@@ -14,7 +14,6 @@ Inputs are the texts of
 from __future__ import annotations
 
 import csv
-import ipaddress
 import posixpath
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -27,7 +26,6 @@ _NVLINK = re.compile(r"^NV\d+$")
 # PCIe / host paths of the `nvidia-smi topo -m` legend (SOC, CNS: older drivers' spelling).
 _PCIE_LINKS = frozenset({"PIX", "PXB", "PHB", "NODE", "SYS", "SOC", "CNS"})
 _DEVICE = re.compile(r"^(GPU|NIC)\d+$|^mlx\d+_\d+$")
-_HOSTNAME_LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
 
 
 class GpuRecord(TypedDict):
@@ -225,21 +223,6 @@ def parse_topology(text: str) -> Topology:
     )
 
 
-def is_valid_host(value: Any) -> bool:
-    """True for an IPv4/IPv6 address or an RFC 1123 host name (what `--host` may bind to)."""
-    if not isinstance(value, str) or not value or value != value.strip():
-        return False
-    try:
-        ipaddress.ip_address(value)
-    except ValueError:
-        pass
-    else:
-        return True
-    if len(value) > 253 or re.fullmatch(r"[0-9.]+", value):
-        return False  # all-numeric: a malformed IPv4 address, not a name
-    return all(_HOSTNAME_LABEL.match(label) for label in value.rstrip(".").split("."))
-
-
 def path_ancestors(path: str) -> list[str]:
     """`/opt/sglang/x` -> [`/opt/sglang/x`, `/opt/sglang`, `/opt`, `/`] (normalized, absolute only)."""
     if not isinstance(path, str) or not path.startswith("/"):
@@ -301,7 +284,6 @@ class FilterModule:
             "preflight_gpu_summary": summarize_gpus,
             "preflight_gpu_topology": parse_topology,
             "preflight_driver_branch": driver_branch,
-            "preflight_valid_host": is_valid_host,
             "preflight_path_ancestors": path_ancestors,
             "preflight_mount_for": mount_for,
             "preflight_nearest_existing": nearest_existing,
