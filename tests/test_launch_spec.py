@@ -4,28 +4,18 @@ here so the tests follow the shipped defaults."""
 
 from __future__ import annotations
 
-import importlib.util
 import shlex
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 import yaml
+from modload import load_module
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _load(name: str, path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec
-    assert spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-L = _load("launch_spec", REPO / "plugins" / "module_utils" / "launch_spec.py")
+L = load_module("launch_spec", REPO / "plugins" / "module_utils" / "launch_spec.py")
 G: dict[str, Any] = yaml.safe_load((REPO / "group_vars" / "all" / "sglang.yml").read_text())
 KEY = "TestKey-0123456789-abcdefXYZ"  # test-only value
 

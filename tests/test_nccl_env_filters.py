@@ -2,29 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+from modload import load_module
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _load(name: str, path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-nccl = _load("nccl_env_filters", ROOT / "plugins/filter/nccl_env.py")
-bench = _load("nccl_allreduce", ROOT / "bench/nccl_allreduce.py")
+nccl = load_module("nccl_env_filters", ROOT / "plugins/filter/nccl_env.py")
+bench = load_module("nccl_allreduce", ROOT / "bench/nccl_allreduce.py")
 
 PCIE = {
     "NCCL_PROTO": "LL",

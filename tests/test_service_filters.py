@@ -3,27 +3,17 @@ The launch command itself is the launch spec's: tests/test_launch_spec.py."""
 
 from __future__ import annotations
 
-import importlib.util
 import shlex
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+from modload import load_module
 
 PLUGIN = Path(__file__).resolve().parents[1] / "plugins" / "filter" / "sglang_service.py"
 
 
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("sglang_service_filters", PLUGIN)
-    assert spec
-    assert spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-F = _load()
+F = load_module("sglang_service_filters", PLUGIN)
 
 
 def cfg(**over: Any) -> dict[str, Any]:

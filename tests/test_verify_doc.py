@@ -6,16 +6,15 @@ shipped defaults of group_vars/all). Refresh the golden files with SGLANG_UPDATE
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import jinja2
 import pytest
 import yaml
+from modload import load_module
 
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO / "tests" / "data" / "verify_doc"
@@ -35,19 +34,10 @@ SECTIONS = [
 ]
 
 
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, REPO / "plugins" / "module_utils" / f"{name}.py")
-    assert spec
-    assert spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-D = _load("verify_doc")
-S = _load("verify_scrub")
-G = _load("verify_gate")
-L = _load("launch_spec")
+D = load_module("verify_doc", REPO / "plugins" / "module_utils" / "verify_doc.py")
+S = load_module("verify_scrub", REPO / "plugins" / "module_utils" / "verify_scrub.py")
+G = load_module("verify_gate", REPO / "plugins" / "module_utils" / "verify_gate.py")
+L = load_module("launch_spec", REPO / "plugins" / "module_utils" / "launch_spec.py")
 GV: dict[str, Any] = yaml.safe_load((REPO / "group_vars" / "all" / "sglang.yml").read_text())
 BASE: dict[str, Any] = yaml.safe_load((REPO / "group_vars" / "all" / "baseline.yml").read_text())
 

@@ -2,25 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
-from types import ModuleType
+
+from modload import load_module
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, REPO / "plugins" / "module_utils" / f"{name}.py")
-    assert spec
-    assert spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-G = _load("verify_gate")
-S = _load("verify_scrub")
+G = load_module("verify_gate", REPO / "plugins" / "module_utils" / "verify_gate.py")
+S = load_module("verify_scrub", REPO / "plugins" / "module_utils" / "verify_scrub.py")
 KEY = "VerifyTestKey-0123456789abcdef"  # test-only value
 SEED = {"production": {1: 86.8, 30: 759.3, 250: 754.4}, "baseline": {1: 92.7, 30: 689.4, 250: None}}
 MATCH = {"gpu_count": 8, "tp_size": 8, "gpu_name_regex": "RTX PRO 6000"}

@@ -4,32 +4,20 @@ checks (layer 2), torch version / matmul checks (layer 3)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from modload import load_module
 
 ROOT = Path(__file__).resolve().parents[1]
 FILES = ROOT / "roles" / "verify" / "files"
 RESULTS = ROOT / "bench" / "results" / "2026-11-30-h200x2-verify-layers.json"
 
 
-def _load(name: str, path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-gpu = _load("verify_gpu", FILES / "verify_gpu.py")
-cuda = _load("verify_cuda", FILES / "verify_cuda.py")
-torch_layer = _load("verify_torch", FILES / "verify_torch.py")
+gpu = load_module("verify_gpu", FILES / "verify_gpu.py")
+cuda = load_module("verify_cuda", FILES / "verify_cuda.py")
+torch_layer = load_module("verify_torch", FILES / "verify_torch.py")
 
 SMI = (
     "0, NVIDIA H200, 9.0, 580.159.04, 143771, 00000000:00:06.0\n"

@@ -4,30 +4,18 @@ parsing, floors, the verify layer's JSON document."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+from modload import load_module
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _load(name: str, path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-impl = _load("verify_nccl_allreduce", ROOT / "roles/verify/files/nccl_allreduce.py")
-bench = _load("bench_nccl_allreduce", ROOT / "bench/nccl_allreduce.py")
+impl = load_module("verify_nccl_allreduce", ROOT / "roles/verify/files/nccl_allreduce.py")
+bench = load_module("bench_nccl_allreduce", ROOT / "bench/nccl_allreduce.py")
 
 NO_FLOORS: dict[str, float | None] = {"latency_us_8k": None, "latency_us_512k": None, "busbw_gbps_256m": None}
 

@@ -1,0 +1,22 @@
+"""Load a module of the repository by its file path (plugins, role scripts, bench scripts are not an
+importable package): the one helper the pure tests share (not collected: no test_ prefix)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def load_module(name: str, path: Path) -> ModuleType:
+    """Execute `path` as module `name`, registered in sys.modules (dataclasses and pickling look it up)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
