@@ -187,6 +187,12 @@ def inputs(preset: str, *, api_key_required: bool = True) -> dict[str, Any]:
             "output_tps": BASE["sglang_baseline_output_tps"],
             "notes": BASE["sglang_baseline_notes"],
         },
+        "stack": {
+            "torch": "2.9.1+cu130",
+            "torch_cuda": "13.0",
+            "python": "3.12.3",
+            "python_bin": "/opt/sglang/current/venv/bin/python",
+        },
         "nccl": {"loaded": "2.27.7", "expected": "2.27.7", "source": "layer 4 (NCCL all-reduce)"},
         "cuda": {"version": "13.0.1", "home": "/usr/local/cuda-13.0"},
         "nccl_env": {
@@ -278,3 +284,34 @@ def test_not_gated_says_so_once() -> None:
     }
     text = render(data)
     assert "Gate: **not gated**: no baseline for no GPU (lab mode), tp 1/production\n" in text
+
+
+def test_layers_1_to_4_only_without_a_release() -> None:
+    """verify_doc_write=always on a GPU host before its deployment: no receipt, no benchmark. The
+    document says so instead of inventing versions or figures, and shows what the python loads."""
+    data = inputs("production")
+    data["receipt"] = {"missing": "/opt/sglang/current/receipt.json"}
+    data["stack"] = {
+        "torch": "2.11.0+cu130",
+        "torch_cuda": "13.0",
+        "python": "3.12.3",
+        "python_bin": "/usr/bin/python3",
+    }
+    data["levels"] = []
+    data["gate"] = {}
+    data["results"] = {k: v for k, v in data["results"].items() if k in ("gpu", "cuda", "torch", "nccl")}
+    data["results"]["http"] = {"status": "skipped", "reason": "listed in verify_skip_layers"}
+    data["bench_why"] = "listed in verify_skip_layers"
+    data["paths"]["logs"] = []
+    text = render(data)
+    assert [ln for ln in text.splitlines() if re.match(r"^## [0-9]\. ", ln)] == SECTIONS
+    software = text.split("## 2.", 1)[1].split("## 3.", 1)[0]
+    assert "No release receipt at `/opt/sglang/current/receipt.json`" in software
+    assert "| torch (as loaded, live) | 2.11.0+cu130, CUDA 13.0 |" in software
+    assert "| sglang | unknown (no receipt) |" in software
+    rationale = text.split("## 3.", 1)[1].split("## 4.", 1)[0]
+    assert "did not run in this verify run: listed in verify_skip_layers" in rationale
+    assert "| C | output tok/s" not in rationale
+    assert "Gate:" not in rationale
+    assert "(none)" in text.split("## 8.", 1)[1]
+    assert "- http: skipped: listed in verify_skip_layers" in text

@@ -58,17 +58,30 @@ def _hardware(facts: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _software(receipt: dict[str, Any], nccl: dict[str, Any], cuda: dict[str, Any]) -> dict[str, Any]:
+def _software(
+    receipt: dict[str, Any], nccl: dict[str, Any], cuda: dict[str, Any], stack: dict[str, Any]
+) -> dict[str, Any]:
+    """``stack``: what the venv's python really loads (torch, torch_cuda, python), asked live. Without a
+    receipt (``{"missing": path}``: no release of sglang_stack, e.g. a GPU host checked before its
+    deployment with its own torch) the table says so and shows only what was loaded."""
+    missing = str(receipt.get("missing") or "")
     versions = {str(k).lower(): v for k, v in (receipt.get("versions") or {}).items()}
     python = receipt.get("python") or {}
     sources = receipt.get("sources") or {}
-    rows = [{"name": dist, "version": versions.get(dist, "not installed")} for dist in STACK_DISTS]
+    absent = "unknown (no receipt)" if missing else "not installed"
+    rows = [{"name": dist, "version": versions.get(dist, absent)} for dist in STACK_DISTS]
+    loaded_torch = str(stack.get("torch") or "")
+    if loaded_torch:
+        cuda_tag = f", CUDA {stack['torch_cuda']}" if stack.get("torch_cuda") else ""
+        rows.insert(1, {"name": "torch (as loaded, live)", "version": f"{loaded_torch}{cuda_tag}"})
     loaded = nccl.get("loaded") or "unknown"
     expected = nccl.get("expected") or "-"
     return {
-        "release_id": receipt.get("release_id") or "unknown",
+        "receipt_missing": missing,
+        "release_id": receipt.get("release_id") or ("none" if missing else "unknown"),
         "installed_at": receipt.get("installed_at") or "-",
-        "python": python.get("version") or "-",
+        "python": python.get("version") or stack.get("python") or "-",
+        "python_bin": stack.get("python_bin") or "-",
         "source": sources.get("sglang_source") or "-",
         "git_commit": (receipt.get("manifest") or {}).get("sglang_git_commit") or "-",
         "installer": sources.get("installer") or "-",
@@ -146,7 +159,9 @@ def _rationale(
     }
 
 
-def _nccl(env_file: str, env_text: str, profile: str, layer4: dict[str, Any]) -> dict[str, Any]:
+def _nccl(
+    env_file: str, env_text: str, profile: str, layer4: dict[str, Any], exists: bool = True
+) -> dict[str, Any]:
     lines = [
         ln.rstrip() for ln in (env_text or "").splitlines() if ln.strip() and not ln.lstrip().startswith("#")
     ]
@@ -162,6 +177,7 @@ def _nccl(env_file: str, env_text: str, profile: str, layer4: dict[str, Any]) ->
                 figures.append({"label": label, "value": f"{float(layer4[key]):.1f} {unit}"})
     return {
         "env_file": env_file or "-",
+        "env_missing": not exists,
         "profile": profile or "-",
         "lines": lines,
         "layer4_status": status,
@@ -190,7 +206,8 @@ def _patches(receipt: dict[str, Any]) -> list[dict[str, Any]]:
 def doc_context(inputs: dict[str, Any]) -> dict[str, Any]:
     """The template's context from the live inputs (see the module docstring).
 
-    ``inputs`` keys: host, generated_at, facts, receipt, spec, results (verify_results), levels (bench
+    ``inputs`` keys: host, generated_at, facts, receipt ({"missing": path} without one), stack (what the
+    venv's python loads: torch, torch_cuda, python, python_bin), spec, results (verify_results), levels (bench
     summaries), baseline (select_baseline), gate, seed ({hardware, workload, output_tps, notes}),
     nccl ({loaded, expected, source}), cuda ({version, home}), nccl_env ({file, text}), service
     ({name, unit_path}), paths ({doc, results, logs: [...]}), rollback (dict or None).
@@ -214,9 +231,13 @@ def doc_context(inputs: dict[str, Any]) -> dict[str, Any]:
         "preset": preset,
         "speculative": speculative,
         "status": inputs.get("status") or "-",
+        "bench_why": inputs.get("bench_why") or "-",
         "hardware": _hardware(inputs.get("facts") or {}),
         "software": _software(
-            inputs.get("receipt") or {}, inputs.get("nccl") or {}, inputs.get("cuda") or {}
+            inputs.get("receipt") or {},
+            inputs.get("nccl") or {},
+            inputs.get("cuda") or {},
+            inputs.get("stack") or {},
         ),
         "rationale": _rationale(
             preset, levels, inputs.get("baseline") or {}, inputs.get("gate") or {}, inputs.get("seed") or {}
@@ -228,6 +249,7 @@ def doc_context(inputs: dict[str, Any]) -> dict[str, Any]:
             (inputs.get("nccl_env") or {}).get("text", ""),
             str((spec.get("nccl") or {}).get("profile") or ""),
             results.get("nccl") or {},
+            bool((inputs.get("nccl_env") or {}).get("exists", True)),
         ),
         "command": spec.get("command") or "-",
         "auth": spec.get("auth") or {},

@@ -1,7 +1,8 @@
 """verify scenario (testinfra): lab mode prints an explicit skip line per GPU layer and records
 each as skipped in verify_results (also written as JSON on the controller); an nvidia-smi test
 double that disagrees with preflight's GPU count fails layer 1 naming the layer; tp 1 skips the
-NCCL layer saying why."""
+NCCL layer saying why; verify_skip_layers + verify_doc_write=always write the production document
+from layers 1-4 on a host without a release; a bad verify_skip_layers entry fails naming it."""
 
 from __future__ import annotations
 
@@ -44,3 +45,34 @@ def test_tp1_skips_the_nccl_layer() -> None:
     assert rc == 0, out[-3000:]
     assert '"msg": "verify layer 4 (NCCL) skipped: tp 1 (no all-reduce)"' in out, out[-3000:]
     assert "verify layer 1" not in out
+
+
+def test_doc_written_from_layers_1_to_4_without_a_release(host: Any) -> None:
+    rc, out = moltest.run_playbook("doc_only.yml")
+    assert rc == 0, out[-3000:]
+    assert '"msg": "verify layer 5 (HTTP) skipped: listed in verify_skip_layers"' in out, out[-3000:]
+    doc = host.file("/var/lib/sglang-deploy/production_v2.md")
+    assert doc.is_file
+    assert doc.user == "root"
+    assert doc.mode == 0o644
+    text = doc.content_string
+    headings = [ln for ln in text.splitlines() if ln.startswith("## ") and ln[3:4].isdigit()]
+    assert len(headings) == 9, headings
+    assert "No release receipt at `/opt/sglang/current/receipt.json`" in text
+    assert "The benchmark (layer 6) did not run in this verify run: sglang-kimi" not in text
+    assert "did not run in this verify run: listed in verify_skip_layers" in text
+    assert "- gpu: skipped: no GPU (lab mode)" in text
+    assert "Env file `/etc/sglang/nccl.env` is not on this host" in text
+    results = json.loads(host.file("/var/lib/sglang-deploy/verify-results.json").content_string)
+    assert results["results"]["http"] == {"status": "skipped", "reason": "listed in verify_skip_layers"}
+    assert "bench" not in results["results"]
+    host.run_expect(
+        [0], "rm -f /var/lib/sglang-deploy/production_v2.md /var/lib/sglang-deploy/verify-results.json"
+    )
+
+
+def test_bad_skip_layer_is_named() -> None:
+    rc, out = moltest.run_playbook("doc_only.yml", extra=[{"verify_skip_layers": ["http", "gpus"]}])
+    assert rc != 0
+    assert "verify_skip_layers" in out, out[-3000:]
+    assert "gpus" in out, out[-3000:]
