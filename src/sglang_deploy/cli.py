@@ -11,8 +11,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from . import __version__
+from .options import add_run_options, parse_percent, parse_serial
 
 Handler = Callable[[argparse.Namespace], int]
+
+
+def _add_tags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-t", "--tags", help="only run plays and tasks tagged with these values (comma separated)")
+    p.add_argument("--skip-tags", help="skip plays and tasks tagged with these values (comma separated)")
 
 
 def _add_up(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -20,53 +26,102 @@ def _add_up(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "up",
         help="deploy site.yml (default onto the lab host) with live progress, summary.json and junit.xml",
         description="Run site.yml through ansible-runner. Exits with ansible-playbook's status "
-        "(0 ok, 2 failed hosts, 4 unreachable hosts, ...).",
+        "(0 ok, 2 failed hosts, 4 unreachable hosts, ...). With --serial: a rolling deployment, the "
+        "whole site.yml on one batch of hosts after the other; more than --max-fail-percent failed "
+        "hosts in a batch (the verify gate included) stops the roll before the next batch.",
     )
-    p.add_argument(
-        "-i", "--inventory", type=Path, help="inventory file or directory (default: inventory/lab.yml)"
-    )
-    p.add_argument("-l", "--limit", help="further limit selected hosts to a pattern")
-    p.add_argument("-t", "--tags", help="only run plays and tasks tagged with these values (comma separated)")
-    p.add_argument("--skip-tags", help="skip plays and tasks tagged with these values (comma separated)")
+    add_run_options(p, playbook="site.yml", json_output=False)
+    _add_tags(p)
     p.add_argument(
         "-C", "--check", action="store_true", help="dry run: change nothing, report what would change"
     )
     p.add_argument("-D", "--diff", action="store_true", help="show differences of changed files/templates")
     p.add_argument(
-        "-e",
-        "--extra-vars",
-        action="append",
-        default=[],
-        metavar="EXTRA",
-        help="key=value, JSON/YAML, or @file (repeatable); inline values never reach the artifacts",
+        "--serial",
+        type=parse_serial,
+        metavar="N|N%",
+        help="roll in batches of N hosts (or N%% of them), in inventory order (default: all at once)",
     )
     p.add_argument(
-        "--vault-password-file",
-        action="append",
-        default=[],
-        type=Path,
-        metavar="FILE",
-        help="vault password file (repeatable); passed by path, never by value",
-    )
-    p.add_argument(
-        "--artifacts",
-        type=Path,
-        metavar="DIR",
-        help="where runner artifacts, summary.json and junit.xml go (default: <repo>/artifacts)",
-    )
-    p.add_argument(
-        "--playbook",
-        default="site.yml",
-        help="playbook relative to the repository root (default: site.yml; e.g. playbooks/preflight.yml)",
-    )
-    p.add_argument("-v", "--verbose", action="count", default=0, help="ansible verbosity (-v ... -vvvv)")
-    p.add_argument(
-        "--progress",
-        choices=("auto", "live", "plain"),
-        default="auto",
-        help="progress display: a live table on a terminal, plain lines otherwise (default: auto)",
+        "--max-fail-percent",
+        type=parse_percent,
+        metavar="P",
+        help="stop when more than P%% of a batch failed (default with --serial: 0, any failure stops); "
+        "without --serial: the plays' max_fail_percentage",
     )
     p.set_defaults(handler="sglang_deploy.commands_up:run")
+
+
+def _add_drift(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "drift",
+        help="site.yml in check + diff mode: list what would change (exit 0 none, 2 drift, 1 error)",
+        description="Run site.yml with --check --diff; every task that would change a host is drift. "
+        "Lists the drifted tasks per host with a summary of their diff; junit.xml has each as a "
+        "failure. Exit status: 0 no drift, 2 drift found, 1 error (a failed task, an unreachable "
+        "host, a playbook that did not run).",
+    )
+    add_run_options(p, playbook="site.yml", json_output=True)
+    _add_tags(p)
+    p.set_defaults(handler="sglang_deploy.commands_drift:run")
+
+
+def _add_verify(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "verify",
+        help="run every verify layer; fetch the results; write report.md and a throughput chart",
+        description="Run playbooks/verify.yml (layers 1-9), fetch production_v2.md, verify-results.json "
+        "and the benchmark logs of each host, render report.md and throughput-<host>.png (output tok/s "
+        "against concurrency, this run vs the baseline). Exits with ansible-playbook's status.",
+    )
+    add_run_options(p, playbook="playbooks/verify.yml", json_output=True)
+    _add_tags(p)
+    p.add_argument(
+        "--report-dir",
+        type=Path,
+        metavar="DIR",
+        help="where the report, charts and fetched files go (default: <artifacts>/verify/<run id>)",
+    )
+    p.set_defaults(handler="sglang_deploy.commands_verify:run")
+
+
+def _add_releases(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "releases",
+        help="list each host's stack releases, their receipts and which one is current",
+        description="Read each host's release directory (changes nothing): releases newest first, "
+        "complete or not, their receipt (installed at, versions, checks, patches) and `current`.",
+    )
+    add_run_options(p, playbook=None, json_output=True)
+    p.set_defaults(handler="sglang_deploy.commands_releases:run")
+
+
+def _add_rollback(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "rollback",
+        help="switch current back to the previous release (or --to RELEASE) and restart the service",
+        description="Move each host's `current` back to its previous complete release (the newest "
+        "one before current), or to --to RELEASE, atomically, and restart the service through the "
+        "service role. A release that does not exist, is incomplete or failed its checks is refused "
+        "with the allowed ones named. Note: the next `up` moves current to the release of the pins.",
+    )
+    add_run_options(p, playbook=None, json_output=True)
+    p.add_argument("--to", metavar="RELEASE", help="the release id to switch to (default: the previous one)")
+    p.set_defaults(handler="sglang_deploy.commands_rollback:run")
+
+
+def _add_autotune(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "autotune",
+        help="run playbooks/autotune.yml (pass its inputs with -e)",
+        description="Run playbooks/autotune.yml through ansible-runner with live progress.",
+    )
+    add_run_options(p, playbook=None, json_output=False)
+    _add_tags(p)
+    p.add_argument(
+        "-C", "--check", action="store_true", help="dry run: change nothing, report what would change"
+    )
+    p.set_defaults(handler="sglang_deploy.commands_autotune:run")
 
 
 LAB_NAME = "sglang-lab"
@@ -117,7 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for add in (_add_lab, _add_up):
+    for add in (_add_lab, _add_up, _add_drift, _add_verify, _add_releases, _add_rollback, _add_autotune):
         add(sub)
     return parser
 

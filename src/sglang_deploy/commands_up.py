@@ -1,53 +1,67 @@
-"""`sglang-deploy up`: run site.yml with live progress and write the run reports."""
+"""`sglang-deploy up`: run site.yml with live progress and write the run reports; with --serial, a
+rolling deployment batch by batch (rollout.py)."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
-from pathlib import Path
+from dataclasses import replace
 
-from .paths import default_artifacts, default_inventory, repo_root
-from .progress import Progress
-from .runner import RunRequest, run_playbook
-
-UNREACHABLE_RC = 4  # ansible-playbook: some hosts were unreachable
+from .commands_run import BAD_INPUT_RC, execute, make_request
+from .rollout import Rollout, fleet_hosts
+from .runner import RunRequest
 
 
-def _resolve(path: Path | None) -> Path | None:
-    return None if path is None else path.expanduser().resolve()
+def _max_fail_extra(percent: float) -> tuple[str, ...]:
+    """The plays of site.yml read sglang_max_fail_percentage (default 100: Ansible's own behaviour)."""
+    return (json.dumps({"sglang_max_fail_percentage": percent}),)
 
 
 def run(args: argparse.Namespace) -> int:
-    root = repo_root()
-    inventory = _resolve(args.inventory) or default_inventory(root)
-    if not inventory.exists():
-        print(f"inventory {inventory} does not exist", file=sys.stderr)
-        return 5
-    for vault_file in args.vault_password_file:
-        if not vault_file.expanduser().is_file():
-            print(f"vault password file {vault_file} does not exist", file=sys.stderr)
-            return 5
-    request = RunRequest(
-        project_dir=root,
-        playbook=args.playbook,
-        inventory=inventory,
-        artifacts_dir=_resolve(args.artifacts) or default_artifacts(root),
-        limit=args.limit,
-        tags=args.tags,
-        skip_tags=args.skip_tags,
-        check=args.check,
-        diff=args.diff,
-        extra_vars=tuple(args.extra_vars),
-        vault_password_files=tuple(args.vault_password_file),
-        verbosity=args.verbose,
+    request = make_request(
+        args, args.playbook, tags=args.tags, skip_tags=args.skip_tags, check=args.check, diff=args.diff
     )
-    live = {"auto": None, "live": True, "plain": False}[args.progress]
-    progress = Progress(sys.stdout, live=live, verbose=args.verbose > 0)
-    print(f"sglang-deploy up: {args.playbook} on {inventory}", flush=True)
-    with progress:
-        result = run_playbook(request, on_event=progress)
-    progress.final(result.summary)
-    if result.rc == UNREACHABLE_RC and inventory == default_inventory(root):
-        print("hint: is the lab host up? `sglang-deploy lab status` / `sglang-deploy lab create`")
-    print(f"summary: {result.summary_path}  junit: {result.junit_path}  artifacts: {result.artifact_dir}")
-    return result.rc
+    if request is None:
+        return BAD_INPUT_RC
+    if args.serial is None and args.max_fail_percent is None:
+        return execute(request, args, "up").rc
+    percent = 0.0 if args.max_fail_percent is None else float(args.max_fail_percent)
+    # the option first: an explicit -e sglang_max_fail_percentage=... (later) wins
+    request = replace(request, extra_vars=(*_max_fail_extra(percent), *request.extra_vars))
+    if args.serial is None:
+        return execute(request, args, "up").rc
+    return roll(request, args, percent)
+
+
+def roll(request: RunRequest, args: argparse.Namespace, max_fail_percent: float) -> int:
+    hosts = fleet_hosts(request.inventory, request.limit, (request.project_dir / request.playbook).parent)
+    if not hosts:
+        print(
+            f"no host of the inventory {request.inventory} matches (limit: {request.limit})", file=sys.stderr
+        )
+        return 1
+    rollout = Rollout(args.serial, max_fail_percent, hosts)
+    plan = rollout.plan()
+    print(
+        f"sglang-deploy up: rolling over {len(hosts)} host(s) in {len(plan)} batch(es) of --serial "
+        f"{args.serial}, --max-fail-percent {rollout.max_fail_percent:g}",
+        flush=True,
+    )
+    for index, batch in enumerate(plan, start=1):
+        print(f"== batch {index}/{len(plan)}: {', '.join(batch)}", flush=True)
+        result = execute(replace(request, limit=",".join(batch)), args, f"up (batch {index}/{len(plan)})")
+        if not rollout.record(batch, result.ident, result.rc, result.summary):
+            break
+    report = rollout.report()
+    path = request.artifacts_dir / "rollout.json"
+    path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    if rollout.stopped:
+        print(f"ROLL STOPPED: {rollout.stopped}", flush=True)
+        print(f"not started (left as they were): {', '.join(rollout.not_started()) or '-'}", flush=True)
+    for number, batch_run in enumerate(report["batches"], start=1):
+        failed = ", ".join(batch_run["failed"]) or "-"
+        hosts_text = ", ".join(batch_run["hosts"])
+        print(f"batch {number}: {hosts_text}  rc={batch_run['rc']}  failed: {failed}", flush=True)
+    print(f"rollout: {path}", flush=True)
+    return rollout.rc()

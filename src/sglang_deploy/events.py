@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from .diffs import change_summary
+
 Outcome = Literal["ok", "changed", "failed", "skipped", "unreachable", "ignored"]
 COUNT_KEYS = ("ok", "changed", "failed", "skipped", "unreachable", "rescued", "ignored")
 
@@ -54,6 +56,8 @@ class HostResult:
     start: datetime | None
     end: datetime | None
     created: datetime | None
+    # changed results: what changed (or would change, in check mode): diff summary + message
+    detail: str = ""
 
     @property
     def label(self) -> str:
@@ -84,9 +88,11 @@ def is_notable(text: str) -> bool:
 
 @dataclass(frozen=True)
 class Stats:
-    """The play recap: per host counts, as ansible-playbook prints them."""
+    """The play recap: per host counts, as ansible-playbook prints them; `custom` is the data of
+    `ansible.builtin.set_stats` (not per host), e.g. what a read-only playbook found on each host."""
 
     hosts: dict[str, dict[str, int]] = field(default_factory=dict)
+    custom: dict[str, Any] = field(default_factory=dict)
 
 
 Event = PlayStart | TaskStart | HostStart | HostResult | Stats | Output
@@ -153,6 +159,7 @@ def _host_result(kind: str, data: dict[str, Any], created: datetime | None) -> H
         start=parse_time(data.get("start")),
         end=parse_time(data.get("end")),
         created=created,
+        detail=change_summary(res) if outcome == "changed" else "",
     )
 
 
@@ -174,7 +181,8 @@ def _stats(data: dict[str, Any]) -> Stats:
             hosts.setdefault(str(host), dict.fromkeys(COUNT_KEYS, 0))[key] = int(count)
     for host in data.get("processed", {}) or {}:
         hosts.setdefault(str(host), dict.fromkeys(COUNT_KEYS, 0))
-    return Stats(hosts=hosts)
+    custom = data.get("artifact_data")
+    return Stats(hosts=hosts, custom=custom if isinstance(custom, dict) else {})
 
 
 def parse_event(raw: dict[str, Any]) -> Event | None:

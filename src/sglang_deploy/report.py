@@ -94,6 +94,24 @@ class RunRecorder:
             if r.outcome in ("failed", "unreachable")
         ]
 
+    def changed_tasks(self) -> list[dict[str, str]]:
+        """Every changed result (in check mode: what would change, i.e. drift) with its summary."""
+        return [
+            {
+                "host": r.host,
+                "task": r.task,
+                "role": r.role,
+                "action": r.action,
+                "detail": self.redact(r.detail)[:MAX_MESSAGE],
+            }
+            for r in self.results
+            if r.outcome == "changed"
+        ]
+
+    def stats_data(self) -> dict[str, Any]:
+        """What the playbook handed over with ansible.builtin.set_stats (already redacted)."""
+        return dict(self.stats.custom) if self.stats is not None else {}
+
     def summary(
         self, *, rc: int, status: str, started: datetime, finished: datetime, meta: dict[str, Any]
     ) -> dict[str, Any]:
@@ -112,12 +130,15 @@ class RunRecorder:
             "hosts": hosts,
             "roles": self.role_elapsed(),
             "failed_tasks": self.failed_tasks(),
+            "changed_tasks": self.changed_tasks(),
+            "stats_data": self.stats_data(),
             # what ansible printed outside task results (e.g. why a playbook did not even start)
             "output_tail": [self.redact(line) for line in self.output] if rc != 0 else [],
         }
 
-    def junit(self, suite_name: str) -> ET.ElementTree[ET.Element]:
-        """One testsuite per host, one testcase per task on that host."""
+    def junit(self, suite_name: str, *, changed_is_failure: bool = False) -> ET.ElementTree[ET.Element]:
+        """One testsuite per host, one testcase per task on that host. With changed_is_failure (a
+        drift check: check mode on a converged host), a changed task is a failure of type "drift"."""
         root = ET.Element("testsuites", name=suite_name)
         per_host: dict[str, list[HostResult]] = {}
         for result in self.results:
@@ -157,6 +178,13 @@ class RunRecorder:
                     ET.SubElement(case, "skipped")
                 elif r.outcome == "ignored":
                     ET.SubElement(case, "system-out").text = f"failed (ignored): {message}"
+                elif r.outcome == "changed" and changed_is_failure:
+                    counts["failures"] += 1
+                    detail = self.redact(r.detail)[:MAX_MESSAGE]
+                    first = detail.splitlines()[0] if detail else "would change"
+                    ET.SubElement(case, "failure", message=f"drift: {first}", type="drift").text = (
+                        detail or "the task would change the host (check mode)"
+                    )
                 elif r.outcome == "changed":
                     ET.SubElement(case, "system-out").text = "changed"
             for key, value in counts.items():
@@ -171,9 +199,15 @@ class RunRecorder:
         return ET.ElementTree(root)
 
 
-def write_reports(recorder: RunRecorder, summary: dict[str, Any], directories: list[Path]) -> None:
+def write_reports(
+    recorder: RunRecorder,
+    summary: dict[str, Any],
+    directories: list[Path],
+    *,
+    changed_is_failure: bool = False,
+) -> None:
     """Write summary.json and junit.xml into each directory (the latest + the per-run copy)."""
-    tree = recorder.junit(str(summary.get("playbook", "ansible")))
+    tree = recorder.junit(str(summary.get("playbook", "ansible")), changed_is_failure=changed_is_failure)
     text = json.dumps(summary, indent=2, sort_keys=False) + "\n"
     for directory in directories:
         directory.mkdir(parents=True, exist_ok=True)

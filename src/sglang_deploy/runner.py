@@ -36,7 +36,7 @@ from typing import Any, cast
 import ansible_runner
 import yaml
 
-from .events import Event, parse_event
+from .events import Event, Stats, parse_event
 from .known_secrets import VarsReader
 from .redact import MASK, SECRET_NAME, Redactor, secret_env_values
 from .report import RunRecorder, write_reports
@@ -60,6 +60,8 @@ class RunRequest:
     vault_password_files: tuple[Path, ...] = ()
     verbosity: int = 0
     ident: str | None = None
+    # a drift check (check mode on a converged host): changed tasks are JUnit failures
+    changed_is_failure: bool = False
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,11 @@ def redact_event(event: Event, redactor: Redactor) -> Event:
     texts = {f.name: getattr(event, f.name) for f in dataclasses.fields(event)}
     changes = {name: redactor(text) for name, text in texts.items() if isinstance(text, str) and text}
     changes = {name: text for name, text in changes.items() if text != texts[name]}
+    if isinstance(event, Stats) and event.custom:
+        raw = json.dumps(event.custom, ensure_ascii=False)
+        cleaned = redactor(raw)
+        if cleaned != raw:  # the patterns stop at quotes and backslashes: the JSON stays valid
+            changes["custom"] = json.loads(cleaned)
     if not changes:
         return event
     redacted: Event = dataclasses.replace(cast(Any, event), **changes)  # mypy: replace() on a union
@@ -269,7 +276,7 @@ def run_playbook(request: RunRequest, on_event: EventSink | None = None) -> RunR
         "artifact_dir": str(artifact_dir),
     }
     summary = recorder.summary(rc=rc, status=status, started=started, finished=finished, meta=meta)
-    write_reports(recorder, summary, [run_dir, artifacts])
+    write_reports(recorder, summary, [run_dir, artifacts], changed_is_failure=request.changed_is_failure)
     return RunResult(
         rc=rc,
         status=status,

@@ -1,0 +1,89 @@
+"""What every playbook subcommand shares: the run options (inventory, limit, extra vars, vault files,
+artifacts, progress), the checks of those paths, and one run with live progress and the closing lines.
+
+With `--json` the machine-readable result is the only thing on stdout: progress goes to stderr."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import IO, Any
+
+from .paths import default_artifacts, default_inventory, repo_root
+from .progress import Progress
+from .runner import RunRequest, RunResult, run_playbook
+
+UNREACHABLE_RC = 4  # ansible-playbook: some hosts were unreachable
+BAD_INPUT_RC = 5  # the CLI's own: an input path does not exist
+
+
+def _resolve(path: Path | None) -> Path | None:
+    return None if path is None else path.expanduser().resolve()
+
+
+def make_request(args: argparse.Namespace, playbook: str, **overrides: Any) -> RunRequest | None:
+    """The run request of the parsed options; None (after saying why on stderr) when an input path
+    does not exist."""
+    root = repo_root()
+    inventory = _resolve(args.inventory) or default_inventory(root)
+    if not inventory.exists():
+        print(f"inventory {inventory} does not exist", file=sys.stderr)
+        return None
+    for vault_file in args.vault_password_file:
+        if not vault_file.expanduser().is_file():
+            print(f"vault password file {vault_file} does not exist", file=sys.stderr)
+            return None
+    request = RunRequest(
+        project_dir=root,
+        playbook=playbook,
+        inventory=inventory,
+        artifacts_dir=_resolve(args.artifacts) or default_artifacts(root),
+        limit=args.limit,
+        extra_vars=tuple(args.extra_vars),
+        vault_password_files=tuple(args.vault_password_file),
+        verbosity=args.verbose,
+    )
+    return replace(request, **overrides)
+
+
+def out_stream(args: argparse.Namespace) -> IO[str]:
+    """Where progress goes: stderr when stdout carries the JSON document."""
+    return sys.stderr if getattr(args, "json", False) else sys.stdout
+
+
+def execute(request: RunRequest, args: argparse.Namespace, title: str) -> RunResult:
+    """One run with live progress and the closing lines (per host counts, failed tasks, status)."""
+    stream = out_stream(args)
+    live = {"auto": None, "live": True, "plain": False}[args.progress]
+    progress = Progress(stream, live=live, verbose=args.verbose > 0)
+    print(f"sglang-deploy {title}: {request.playbook} on {request.inventory}", file=stream, flush=True)
+    with progress:
+        result = run_playbook(request, on_event=progress)
+    progress.final(result.summary)
+    if result.rc == UNREACHABLE_RC and request.inventory == default_inventory(request.project_dir):
+        print(
+            "hint: is the lab host up? `sglang-deploy lab status` / `sglang-deploy lab create`",
+            file=stream,
+        )
+    print(
+        f"summary: {result.summary_path}  junit: {result.junit_path}  artifacts: {result.artifact_dir}",
+        file=stream,
+        flush=True,
+    )
+    return result
+
+
+def print_json(data: dict[str, Any]) -> None:
+    print(json.dumps(data, indent=2, sort_keys=False), flush=True)
+
+
+def run_paths(result: RunResult) -> dict[str, str]:
+    return {
+        "run_id": result.ident,
+        "summary": str(result.summary_path),
+        "junit": str(result.junit_path),
+        "artifacts": str(result.artifact_dir),
+    }

@@ -1,0 +1,57 @@
+"""`sglang-deploy verify`: playbooks/verify.yml (every layer), its results fetched to the controller
+(the role's verify_fetch_dir), then report.md + one PNG chart per host (verify_report.py)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import replace
+from pathlib import Path
+
+from .commands_run import BAD_INPUT_RC, execute, make_request, out_stream, print_json, run_paths
+from .runner import new_ident
+from .verify_report import build_report
+
+PLAYBOOK = "playbooks/verify.yml"
+
+
+def run(args: argparse.Namespace) -> int:
+    request = make_request(args, args.playbook, tags=args.tags, skip_tags=args.skip_tags)
+    if request is None:
+        return BAD_INPUT_RC
+    ident = new_ident()
+    out_dir: Path = (
+        args.report_dir.expanduser().resolve()
+        if args.report_dir
+        else request.artifacts_dir / "verify" / ident
+    )
+    fetch_dir = out_dir / "fetched"
+    fetch_dir.mkdir(parents=True, exist_ok=True)
+    # ours first: a later -e verify_fetch_dir=... of the user's would win and the report finds nothing
+    extra = (json.dumps({"verify_fetch_dir": str(fetch_dir)}), *request.extra_vars)
+    request = replace(request, ident=ident, extra_vars=extra)
+    result = execute(request, args, "verify")
+    summary = result.summary
+    failed: dict[str, str] = {}
+    for task in summary.get("failed_tasks", []):
+        first = task["message"].splitlines()[0] if task["message"] else task["outcome"]
+        failed.setdefault(task["host"], f"{task['task']}: {first}")
+    meta = {
+        "run_id": ident,
+        "playbook": request.playbook,
+        "inventory": str(request.inventory),
+        "rc": result.rc,
+        "finished": summary.get("finished", ""),
+    }
+    built = build_report(fetch_dir, out_dir, meta, sorted(summary.get("hosts", {})), failed)
+    if args.json:
+        print_json({"schema": 1, "command": "verify", "rc": result.rc, **built, **run_paths(result)})
+    else:
+        stream = out_stream(args)
+        for host, info in built["hosts"].items():
+            chart = built["charts"].get(host, "no chart (no benchmark in this run)")
+            print(f"verify {host}: {info['status']}, gate {info['gate'] or '-'}; chart: {chart}", file=stream)
+        for host, why in built["missing"].items():
+            print(f"verify {host}: no results fetched: {why}", file=stream)
+        print(f"report: {built['report']}", file=stream, flush=True)
+    return result.rc
