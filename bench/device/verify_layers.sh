@@ -5,7 +5,9 @@
 # playbooks/verify.yml with the host's own python3/torch standing in for the release venv.
 # Then two runs that must FAIL naming their layer (a missing device node; an impossible busbw
 # floor) and the benchmark wrapper bench/nccl_allreduce.py (it loads the role's implementation).
-# Output in $OUT (default /tmp/verify_layers_out): verify_layers.log, verify-results.json.
+# Run 1 also writes the production document from those live facts (verify_doc_write=always; layer 5
+# listed in verify_skip_layers: no SGLang server on such a host) to $OUT/production_v2.md.
+# Output in $OUT (default /tmp/verify_layers_out): verify_layers.log, verify-results.json, production_v2.md.
 # usage (repo root, ansible-core importable): bench/device/verify_layers.sh [CUDA_PATH] [TORCH_EXPECT]
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -36,14 +38,16 @@ vars=(-e sglang_gpu_required=true -e "sglang_tp_size=$n" -e sglang_api_key_requi
   -e sglang_model_path=/data/models/target -e sglang_draft_model_path=/data/models/eagle3
   -e sglang_root=/tmp/sglang -e sglang_min_free_disk_gib=1
   -e cuda_toolkit_method=existing -e "cuda_toolkit_existing_path=$cuda" -e cuda_toolkit_gpu_check=required
-  -e "cuda_toolkit_profile_path=$out/profile.d-cuda-toolkit.sh" -e nccl_env_file=/tmp/verify-nccl.env
+  -e "cuda_toolkit_profile_path=$out/profile.d-cuda-toolkit.sh" -e sglang_nccl_env_file=/tmp/verify-nccl.env
   -e "verify_python=$py" -e "verify_torch_expect_version=$torch_expect")
 rc=0
 say "run 1: preflight + cuda_toolkit (existing) + nccl_env + verify layers 1-4, tp=$n"
 ansible-playbook -i "$inv/hosts" bench/device/verify_layers.yml "${vars[@]}" \
-  -e "verify_results_file=$out/verify-results.json" 2>&1 | tee -a "$log"
+  -e "verify_results_file=$out/verify-results.json" -e '{"verify_skip_layers": ["http"]}' \
+  -e verify_doc_write=always -e "verify_doc_path=$out/production_v2.md" 2>&1 | tee -a "$log"
 r=${PIPESTATUS[0]}; ((r)) && rc=$r
 say "rendered NCCL env file"; cat /tmp/verify-nccl.env | tee -a "$log"
+[[ -s "$out/production_v2.md" ]] || { echo "production_v2.md NOT written" | tee -a "$log"; rc=1; }
 
 say "run 2: a missing device node must fail layer 1 (GPU)"
 ansible-playbook -i "$inv/hosts" playbooks/verify.yml --tags verify_gpu "${vars[@]}" \

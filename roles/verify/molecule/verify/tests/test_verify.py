@@ -63,6 +63,9 @@ def test_doc_written_from_layers_1_to_4_without_a_release(host: Any) -> None:
     assert "did not run in this verify run: listed in verify_skip_layers" in text
     assert "- gpu: skipped: no GPU (lab mode)" in text
     assert "Env file `/etc/sglang/nccl.env` is not on this host" in text
+    # what /usr/bin/python3 really loads, asked live (a parse failure would have failed the play)
+    assert "| torch (as loaded, live) | unknown (ModuleNotFoundError" in text
+    assert "The versions below are what `/usr/bin/python3` loads (live)" in text
     results = json.loads(host.file("/var/lib/sglang-deploy/verify-results.json").content_string)
     assert results["results"]["http"] == {"status": "skipped", "reason": "listed in verify_skip_layers"}
     assert "bench" not in results["results"]
