@@ -27,7 +27,9 @@ Generation is simulated: tokens (ids of the served tokenizer at ``--model-path``
 stream at ``--double-tokens-per-s`` per request after ``--double-ttft-ms``; with a speculative
 algorithm each step emits ``--double-accept-length`` tokens (alternating floor/ceil to reach a
 fractional mean). A RELEASE can carry ``<release>/protocol-double.json`` (``{"tokens_per_s": 5}``):
-it overrides the rate, so "this release is slow" is a property of the release a rollback leaves.
+it overrides the rate, so "this release is slow" is a property of the release a rollback leaves. The
+rate is read from that file at every request (the file of the release this process runs from, fixed
+at start): a test makes the running release slow without restarting the double.
 """
 
 from __future__ import annotations
@@ -161,6 +163,16 @@ def release_config() -> dict[str, Any]:
 MINE, SERVER, UNKNOWN = parse(sys.argv[1:])
 RELEASE = release_config()
 TPS = float(RELEASE.get("tokens_per_s", MINE.double_tokens_per_s))
+
+
+def tokens_per_s() -> float:
+    """The rate now: <release>/protocol-double.json's tokens_per_s when the file is there, else the flag."""
+    try:
+        return float(release_config().get("tokens_per_s", MINE.double_tokens_per_s))
+    except (OSError, ValueError):  # a file being rewritten: the rate at start
+        return TPS
+
+
 TTFT = float(RELEASE.get("ttft_ms", MINE.double_ttft_ms)) / 1000.0
 SPECULATIVE = bool(getattr(SERVER, "speculative_algorithm", None))
 ACCEPT = float(RELEASE.get("accept_length", MINE.double_accept_length)) if SPECULATIVE else 1.0
@@ -211,11 +223,12 @@ def step_sizes(total: int) -> list[int]:
 async def simulate(prompt: Any, max_new_tokens: int) -> AsyncIterator[tuple[list[int], int, bool]]:
     """Yield (ids so far, verify steps, finished) at the configured pace."""
     await asyncio.sleep(TTFT)
+    rate = tokens_per_s()
     ids_all = output_ids(max_new_tokens)
     done = 0
     for steps, size in enumerate(step_sizes(max_new_tokens), start=1):
         if steps > 1:
-            await asyncio.sleep(size / TPS)
+            await asyncio.sleep(size / rate)
         done += size
         STATS["steps"] += 1
         STATS["tokens"] += size
@@ -277,9 +290,13 @@ async def server_info() -> Response:
         **args,
         "max_total_num_tokens": CONTEXT_LEN * 16,
         "max_req_input_len": CONTEXT_LEN - 8,
-        "internal_states": [{"avg_spec_accept_length": accept, "last_gen_throughput": TPS}],
+        "internal_states": [{"avg_spec_accept_length": accept, "last_gen_throughput": tokens_per_s()}],
         "version": SGLANG_VERSION,
-        "test_double": {"name": "sglang-protocol-double", "tokens_per_s": TPS, "accept_length": ACCEPT},
+        "test_double": {
+            "name": "sglang-protocol-double",
+            "tokens_per_s": tokens_per_s(),
+            "accept_length": ACCEPT,
+        },
     }
     return Response(content=json.dumps(body, default=str), media_type="application/json")
 
