@@ -156,6 +156,14 @@ def sglang_stack_target_dists(targets: list[str]) -> list[str]:
     return [DIST_OF_TARGET[t] for t in targets]
 
 
+def sglang_stack_version_line(item: Mapping[str, Any]) -> str:
+    """dict2items entry of the audit's other_version -> 'name installed X, the lock pins Y'."""
+    value = item.get("value") or {}
+    return (
+        f"{item.get('key')} {value.get('installed', '?')} installed, the lock pins {value.get('locked', '?')}"
+    )
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
@@ -167,4 +175,5 @@ class FilterModule:
             "sglang_stack_targets": sglang_stack_targets,
             "sglang_stack_checksums": sglang_stack_checksums,
             "sglang_stack_target_dists": sglang_stack_target_dists,
+            "sglang_stack_version_line": sglang_stack_version_line,
         }

@@ -1,0 +1,434 @@
+#!/usr/bin/env python3
+"""Read-only probe of the stack on a host, and audit of a release venv against its lock and receipt
+(run by the host's python3 in one round trip; it changes nothing but its own cache file).
+
+usage: stack_audit.py SPEC_JSON        (prints one JSON document on stdout)
+SPEC: {"packages": [dpkg names], "paths": [{"path", "owner", "group", "mode"}], "uv": {"venv", "version"},
+       "current": path, "releases_dir": path,
+       "release": {"dir": path, "touched": [site-packages relative paths], "patched_dists": [names],
+                   "records": "locked"|"patched"|"none", "write_state": bool, "full": bool}}
+The host part answers: system packages not installed, managed paths whose owner/group/mode differ,
+whether uv is installed at its pin, where `current` points, the release directories (depth 2). The
+release part runs only for a release marked complete (<dir>/.complete); it checks:
+
+* installed distributions + versions (the dist-info directories of the venv's site-packages) against
+  the lock's `name==version` pins: missing, other version, not in the lock (extra);
+* the files of the patched distributions and, with records=locked, of every distribution the lock
+  pins by hash, against their RECORD (sha256 + size); the files the patch series touches are
+  compared with the receipt's `patched_files` instead (they differ from RECORD by design);
+* the owner of every checked file (a chown -R of the release is drift).
+
+Hashing 11 GB costs tens of seconds, so a file's RECORD verdict is cached in the state file under its
+stat signature (size, mtime_ns, ctime_ns, inode): an unchanged signature means unchanged content
+(ctime cannot be set back from user space, so a content edit always shows). Only files whose signature
+changed are read again; full=true ignores the state. The state is written only with write_state
+(never in check mode) and only when it changed.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+_NAME = re.compile(r"[-_.]+")
+_PIN = re.compile(
+    r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*(?:==\s*(?P<ver>[^\s;\\]+)|@\s*(?P<url>\S+))"
+)
+CHUNK = 1 << 20
+LISTED = 5  # files named per drifted distribution
+
+
+def canon(name: str) -> str:
+    return _NAME.sub("-", name).lower()
+
+
+def parse_lock(text: str) -> dict[str, dict[str, Any]]:
+    """uv's requirements.lock -> {name: {"version": v or None, "hashed": bool}}."""
+    pins: dict[str, dict[str, Any]] = {}
+    current: str | None = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if not raw.startswith((" ", "\t")) and not line.startswith("-"):
+            match = _PIN.match(line)
+            current = canon(match["name"]) if match else None
+            if match and current:
+                pins[current] = {"version": match["ver"], "hashed": "--hash=" in line}
+            continue
+        if current and line.startswith("--hash="):
+            pins[current]["hashed"] = True
+    return pins
+
+
+def site_packages(venv: Path) -> Path | None:
+    found = sorted(venv.glob("lib/python3*/site-packages"))
+    return found[0] if found else None
+
+
+def installed(purelib: Path) -> dict[str, dict[str, str]]:
+    """{name: {"version", "dist_info"}} from the METADATA headers of every *.dist-info."""
+    dists: dict[str, dict[str, str]] = {}
+    for info in purelib.glob("*.dist-info"):
+        name = version = ""
+        try:
+            with open(info / "METADATA", encoding="utf-8", errors="replace") as fh:
+                for line in fh:
+                    if not line.strip():
+                        break
+                    if line.startswith("Name:"):
+                        name = line[5:].strip()
+                    elif line.startswith("Version:"):
+                        version = line[8:].strip()
+        except OSError:
+            continue
+        if name:
+            dists[canon(name)] = {"version": version, "dist_info": info.name}
+    return dists
+
+
+def record_rows(purelib: Path, dist_info: str) -> list[tuple[str, str, int]]:
+    """(path relative to site-packages, urlsafe-b64 sha256, size) of the hashed RECORD rows."""
+    rows: list[tuple[str, str, int]] = []
+    try:
+        with open(purelib / dist_info / "RECORD", encoding="utf-8", newline="") as fh:
+            for row in csv.reader(fh):
+                if len(row) < 3 or not row[1].startswith("sha256="):
+                    continue
+                rel = os.path.normpath(row[0])
+                if rel.endswith(".pyc"):  # bytecode is derived from the sources (and rewritten)
+                    continue
+                rows.append((rel, row[1][len("sha256=") :], int(row[2] or -1)))
+    except OSError:
+        pass
+    return rows
+
+
+def signature(st: os.stat_result) -> list[int]:
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
+def digest(path: Path) -> tuple[str, str]:
+    """(urlsafe b64 without padding, hex) sha256 of a file."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(CHUNK):
+            h.update(block)
+    raw = h.digest()
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode(), raw.hex()
+
+
+Item = tuple[str, str, str, Path, list[int]]  # (dist or "" for a touched file, rel, wanted, path, signature)
+
+
+def load_state(path: Path) -> dict[str, list[Any]]:
+    try:
+        files: dict[str, list[Any]] = json.loads(path.read_text(encoding="utf-8")).get("files", {})
+    except (OSError, ValueError):
+        return {}
+    return files
+
+
+def save_state(path: Path, files: dict[str, list[Any]]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({"schema": 1, "files": files}, separators=(",", ":")), encoding="utf-8")
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+
+
+def version_drift(
+    lock: dict[str, dict[str, Any]], have: dict[str, dict[str, str]]
+) -> tuple[dict[str, str], dict[str, dict[str, str]], dict[str, str]]:
+    """(missing {name: locked}, other version {name: {installed, locked}}, extra {name: installed})."""
+    missing = {n: p["version"] or "(url)" for n, p in lock.items() if n not in have}
+    other = {
+        n: {"installed": have[n]["version"], "locked": p["version"]}
+        for n, p in lock.items()
+        if n in have and p["version"] and have[n]["version"] != p["version"]
+    }
+    extra = {n: d["version"] for n, d in have.items() if n not in lock}
+    return missing, other, extra
+
+
+def hash_all(items: list[Item]) -> list[tuple[Item, str, str]]:
+    """(item, urlsafe-b64, hex) for every item, hashed in threads (hashlib releases the GIL)."""
+
+    def one(item: Item) -> tuple[Item, str, str]:
+        try:
+            b64, hexd = digest(item[3])
+        except OSError:
+            return item, "", ""
+        return item, b64, hexd
+
+    with ThreadPoolExecutor(max_workers=max(2, min(8, os.cpu_count() or 2))) as pool:
+        return list(pool.map(one, items))
+
+
+class Audit:
+    """One release: its RECORD files and patched files, through the signature cache."""
+
+    def __init__(self, purelib: Path, touched: set[str], old: dict[str, list[Any]]) -> None:
+        self.purelib = purelib
+        self.touched = touched
+        self.old = old
+        self.new: dict[str, list[Any]] = {}
+        self.work: list[Item] = []
+        self.drifted: dict[str, list[str]] = {}
+        self.foreign: list[str] = []
+        self.files = 0
+        self.patched_sums: dict[str, str] = {}
+        self.patched_missing: list[str] = []
+
+    def note(self, dist: str, rel: str, why: str) -> None:
+        self.drifted.setdefault(dist, []).append(f"{rel} ({why})")
+
+    def stat(self, dist: str, rel: str) -> os.stat_result | None:
+        try:
+            st = (self.purelib / rel).lstat()
+        except OSError:
+            if dist:
+                self.note(dist, rel, "missing")
+            else:
+                self.patched_missing.append(rel)
+            return None
+        if st.st_uid != 0 and len(self.foreign) < LISTED:  # releases are root's
+            self.foreign.append(str(self.purelib / rel))
+        return st
+
+    def queue_records(self, rows: dict[str, list[tuple[str, str, int]]]) -> None:
+        # a file several distributions install (e.g. a top-level build_backend.py) holds the last
+        # one's content: any of their RECORD rows is accepted
+        claims: dict[str, set[tuple[str, int]]] = {}
+        for dist_rows in rows.values():
+            for rel, want, size in dist_rows:
+                claims.setdefault(rel, set()).add((want, size))
+        for dist, dist_rows in rows.items():
+            for rel, _want, _size in dist_rows:
+                if rel in self.touched:
+                    continue
+                self.files += 1
+                st = self.stat(dist, rel)
+                if st is None:
+                    continue
+                if all(size >= 0 and st.st_size != size for _, size in claims[rel]):
+                    self.note(dist, rel, "size differs from RECORD")
+                    continue
+                key = "|".join(sorted(w for w, _ in claims[rel]))
+                self.check_cached(dist, rel, key, st)
+
+    def queue_touched(self) -> None:
+        for rel in sorted(self.touched):
+            st = self.stat("", rel)
+            if st is not None:
+                self.check_cached("", rel, "", st)
+
+    def check_cached(self, dist: str, rel: str, key: str, st: os.stat_result) -> None:
+        sig = signature(st)
+        name = rel if dist else f"patched:{rel}"
+        cached = self.old.get(name)
+        if cached and cached[:4] == sig and (not dist or cached[4] == key):
+            self.new[name] = cached
+            if not dist:
+                self.patched_sums[rel] = str(cached[4])
+            return
+        self.work.append((dist, rel, key, self.purelib / rel, sig))
+
+    def hash_queued(self) -> int:
+        total = 0
+        for (dist, rel, key, _path, sig), b64, hexd in hash_all(self.work):
+            total += sig[0]
+            if not dist:
+                if hexd:
+                    self.patched_sums[rel] = hexd
+                    self.new[f"patched:{rel}"] = [*sig, hexd]
+            elif b64 and b64 in key.split("|"):
+                self.new[rel] = [*sig, key]
+            else:
+                self.note(dist, rel, "content differs from RECORD" if b64 else "unreadable")
+        return total
+
+
+def audit(spec: dict[str, Any]) -> dict[str, Any]:
+    started = time.monotonic()
+    release = Path(spec["dir"])
+    purelib = site_packages(release / "venv")
+    out: dict[str, Any] = {"purelib": str(purelib or ""), "errors": [], "drift": True}
+    if purelib is None:
+        out["errors"].append(f"{release}/venv: no lib/python3*/site-packages")
+        return out
+    try:
+        lock = parse_lock((release / "requirements.lock").read_text(encoding="utf-8"))
+        receipt: dict[str, Any] = json.loads((release / "receipt.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        out["errors"].append(f"{release}: lock or receipt unreadable: {exc}")
+        return out
+    have = installed(purelib)
+    missing, other, extra = version_drift(lock, have)
+    patched_dists = {canon(d) for d in spec.get("patched_dists", [])}
+    scope = spec.get("records", "locked")
+    checked = sorted(
+        n
+        for n, p in lock.items()
+        if n in have and n not in other and (n in patched_dists or (scope == "locked" and p["hashed"]))
+    )
+    state = release / ".audit-state.json"
+    old = {} if spec.get("full") else load_state(state)
+    run = Audit(purelib, set(spec.get("touched", [])), old)
+    if scope != "none":
+        run.queue_records({d: record_rows(purelib, have[d]["dist_info"]) for d in checked})
+    run.queue_touched()
+    hashed = run.hash_queued()
+    recorded: dict[str, str] = receipt.get("patched_files", {})
+    patched_drift = sorted(rel for rel, want in recorded.items() if run.patched_sums.get(rel) != want)
+    written = bool(spec.get("write_state")) and run.new != old
+    if written:
+        save_state(state, run.new)
+    out.update(
+        {
+            "receipt": receipt,
+            "missing": missing,
+            "other_version": other,
+            "extra": extra,
+            "records": {
+                d: sorted(f)[:LISTED] + ([f"... {len(f) - LISTED} more"] if len(f) > LISTED else [])
+                for d, f in run.drifted.items()
+            },
+            "patched_drift": patched_drift,
+            "patched_sums": dict(sorted(run.patched_sums.items())),
+            "foreign_owner": run.foreign,
+            "reinstall": sorted(set(missing) | set(other) | set(run.drifted)),
+            "drift": bool(missing or other or extra or run.drifted or patched_drift or run.foreign),
+            "stats": {
+                "distributions_checked": len(checked) if scope != "none" else 0,
+                "files_checked": run.files + len(run.touched),
+                "files_hashed": len(run.work),
+                "bytes_hashed": hashed,
+                "state_written": written,
+                "seconds": round(time.monotonic() - started, 3),
+            },
+        }
+    )
+    return out
+
+
+def dpkg_missing(names: list[str], status: Path = Path("/var/lib/dpkg/status")) -> list[str]:
+    """The names dpkg does not list as `install ok installed` (all of them without dpkg)."""
+    ok: set[str] = set()
+    try:
+        text = status.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return list(names)
+    for stanza in text.split("\n\n"):
+        fields = dict(
+            line.split(":", 1) for line in stanza.splitlines() if ":" in line and not line.startswith(" ")
+        )
+        if fields.get("Status", "").strip() == "install ok installed":
+            ok.add(fields.get("Package", "").strip())
+    return [n for n in names if n not in ok]
+
+
+def path_drift(paths: list[dict[str, str]]) -> list[dict[str, str]]:
+    """Managed directories that are missing or whose owner, group or mode differ."""
+    import grp  # noqa: PLC0415
+    import pwd  # noqa: PLC0415
+
+    out: list[dict[str, str]] = []
+    for want in paths:
+        try:
+            st = os.lstat(want["path"])
+        except OSError:
+            out.append({"path": want["path"], "why": "missing"})
+            continue
+        have = {
+            "owner": _name(pwd.getpwuid, st.st_uid),
+            "group": _name(grp.getgrgid, st.st_gid),
+            "mode": f"{st.st_mode & 0o7777:04o}",
+        }
+        diff = [
+            f"{k} {have[k]} (want {want[k]})"
+            for k in ("owner", "group", "mode")
+            if k in want and have[k] != want[k]
+        ]
+        if diff:
+            out.append({"path": want["path"], "why": ", ".join(diff)})
+    return out
+
+
+def _name(lookup: Any, ident: int) -> str:
+    try:
+        return str(lookup(ident)[0])
+    except KeyError:
+        return str(ident)
+
+
+def dist_version(venv: Path, name: str) -> str:
+    purelib = site_packages(venv)
+    return installed(purelib).get(canon(name), {}).get("version", "") if purelib else ""
+
+
+def listing(root: Path) -> list[dict[str, Any]]:
+    """Entries of root at depth 1 and 2 (hidden included): path, isdir, mtime (find's fields)."""
+    entries: list[dict[str, Any]] = []
+    try:
+        top = list(os.scandir(root))
+    except OSError:
+        return entries
+    for entry in top:
+        entries.append(
+            {
+                "path": entry.path,
+                "isdir": entry.is_dir(follow_symlinks=False),
+                "mtime": entry.stat(follow_symlinks=False).st_mtime,
+            }
+        )
+        if entry.is_dir(follow_symlinks=False):
+            for sub in os.scandir(entry.path):
+                entries.append(
+                    {
+                        "path": sub.path,
+                        "isdir": sub.is_dir(follow_symlinks=False),
+                        "mtime": sub.stat(follow_symlinks=False).st_mtime,
+                    }
+                )
+    return entries
+
+
+def probe(spec: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "packages_missing": dpkg_missing(spec.get("packages", [])),
+        "paths_drift": path_drift(spec.get("paths", [])),
+    }
+    if spec.get("uv"):
+        out["uv_version"] = dist_version(Path(spec["uv"]["venv"]), "uv")
+    if spec.get("current"):
+        link = Path(spec["current"])
+        out["current"] = {
+            "exists": os.path.lexists(link),
+            "islnk": link.is_symlink(),
+            "target": os.readlink(link) if link.is_symlink() else "",
+        }
+    if spec.get("releases_dir"):
+        out["listing"] = listing(Path(spec["releases_dir"]))
+    release = spec.get("release")
+    out["release"] = audit(release) if release and (Path(release["dir"]) / ".complete").is_file() else None
+    return out
+
+
+def main(argv: Iterable[str]) -> int:
+    spec: dict[str, Any] = json.loads(next(iter(argv)))
+    print(json.dumps(probe(spec), sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
