@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""Read-only probe of the CUDA toolkit on the host, in one round trip (run by the host's python3).
+
+usage: cuda_probe.py SPEC_JSON      (prints one JSON document on stdout; changes nothing)
+SPEC: {"home": CUDA_HOME, "packages": [dpkg names], "needed": [files under home], "selftest_state": path,
+       "selftest_key": str, "wheel": {"venv": path, "prefix": path, "links": [names]} (wheel method),
+       "files": {path: {"owner", "group", "mode"}}}
+Answers: missing dpkg packages; nvcc (exists, `nvcc --version` output, sha256); toolkit files that are
+missing; the dpkg package that owns nvcc; the self-test cache key (selftest_key + nvcc's sha256) and
+whether the state file holds it; for the wheel method the venv's cuda-toolkit version, its
+site-packages and where each prefix link points; sha256/owner/group/mode of the given files.
+"""
+
+from __future__ import annotations
+
+import grp
+import hashlib
+import json
+import os
+import pwd
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def sha256(path: Path) -> str | None:
+    try:
+        with open(path, "rb") as fh:
+            return (
+                hashlib.file_digest(fh, "sha256").hexdigest()
+                if hasattr(hashlib, "file_digest")
+                else hashlib.sha256(fh.read()).hexdigest()
+            )
+    except OSError:
+        return None
+
+
+def dpkg_status() -> dict[str, str]:
+    """{package: version} of the packages dpkg lists as `install ok installed`."""
+    ok: dict[str, str] = {}
+    try:
+        text = Path("/var/lib/dpkg/status").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ok
+    for stanza in text.split("\n\n"):
+        fields = dict(
+            line.split(":", 1) for line in stanza.splitlines() if ":" in line and not line.startswith(" ")
+        )
+        if fields.get("Status", "").strip() == "install ok installed":
+            ok[fields.get("Package", "").strip()] = fields.get("Version", "").strip()
+    return ok
+
+
+def dpkg_owner(path: str) -> str:
+    """The package whose file list names path ('' when none does)."""
+    info = Path("/var/lib/dpkg/info")
+    try:
+        lists = list(info.glob("*.list"))
+    except OSError:
+        return ""
+    for lst in lists:
+        try:
+            if path in lst.read_text(encoding="utf-8", errors="replace").splitlines():
+                return lst.name[: -len(".list")].split(":", 1)[0]
+        except OSError:
+            continue
+    return ""
+
+
+def nvcc_info(home: Path) -> dict[str, Any]:
+    nvcc = home / "bin" / "nvcc"
+    if not (nvcc.is_file() and os.access(nvcc, os.X_OK)):
+        return {"exists": nvcc.exists(), "executable": False, "version": "", "sha256": None}
+    try:
+        out = subprocess.run(
+            [str(nvcc), "--version"], capture_output=True, text=True, timeout=60, check=False
+        ).stdout
+    except OSError as exc:
+        out = f"(nvcc failed to run: {exc})"
+    return {"exists": True, "executable": True, "version": out, "sha256": sha256(nvcc.resolve())}
+
+
+def site_packages(venv: Path) -> Path | None:
+    found = sorted(venv.glob("lib/python3*/site-packages"))
+    return found[0] if found else None
+
+
+def dist_version(purelib: Path, name: str) -> str:
+    for info in purelib.glob("*.dist-info"):
+        try:
+            head = (info / "METADATA").read_text(encoding="utf-8", errors="replace").split("\n\n", 1)[0]
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in head.splitlines() if ":" in line)
+        if fields.get("Name", "").strip().lower().replace("_", "-") == name:
+            return fields.get("Version", "").strip()
+    return ""
+
+
+def file_state(path: str) -> dict[str, Any]:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return {"exists": False}
+
+    def name(lookup: Any, ident: int) -> str:
+        try:
+            return str(lookup(ident)[0])
+        except KeyError:
+            return str(ident)
+
+    return {
+        "exists": True,
+        "sha256": sha256(Path(path)) if os.path.isfile(path) else None,
+        "owner": name(pwd.getpwuid, st.st_uid),
+        "group": name(grp.getgrgid, st.st_gid),
+        "mode": f"{st.st_mode & 0o7777:04o}",
+        "isdir": os.path.isdir(path),
+    }
+
+
+def probe(spec: dict[str, Any]) -> dict[str, Any]:
+    home = Path(spec["home"])
+    installed = dpkg_status()
+    nvcc = nvcc_info(home)
+    key = hashlib.sha256(f"{spec.get('selftest_key', '')}|{nvcc['sha256']}".encode()).hexdigest()
+    try:
+        state = json.loads(Path(spec["selftest_state"]).read_text(encoding="utf-8"))
+    except (OSError, KeyError, ValueError):
+        state = {}
+    cached = isinstance(state, dict) and state.get("key") == key
+    out: dict[str, Any] = {
+        "packages_missing": [p for p in spec.get("packages", []) if p not in installed],
+        "nvcc": nvcc,
+        "missing_files": [f for f in spec.get("needed", []) if not (home / f).exists()],
+        "selftest_key": key,
+        "selftest_cached": cached and bool(nvcc["sha256"]),
+        "selftest_gpu_run": state.get("gpu_run", "not run") if cached else "not run",
+        "files": {p: file_state(p) for p in spec.get("files", [])},
+    }
+    if spec.get("dpkg_owner"):
+        out["nvcc_package"] = dpkg_owner(str(home / "bin" / "nvcc"))
+    wheel = spec.get("wheel")
+    if wheel:
+        purelib = site_packages(Path(wheel["venv"]))
+        out["wheel"] = {
+            "python": (Path(wheel["venv"]) / "bin" / "python").exists(),
+            "purelib": str(purelib or ""),
+            "version": dist_version(purelib, "cuda-toolkit") if purelib else "",
+            "links": {
+                n: os.readlink(Path(wheel["prefix"]) / n) if (Path(wheel["prefix"]) / n).is_symlink() else ""
+                for n in wheel["links"]
+            },
+        }
+    return out
+
+
+if __name__ == "__main__":
+    print(json.dumps(probe(json.loads(sys.argv[1])), sort_keys=True))
