@@ -330,13 +330,19 @@ def test_verify_command_fetches_and_reports(tmp_path: Path) -> None:
     assert "| localhost | passed | 0123456789ab | passed |" in (tmp_path / "report" / "report.md").read_text()
 
 
-def test_autotune_needs_its_playbook(tmp_path: Path) -> None:
-    exists = (REPO / "playbooks" / "autotune.yml").is_file()
-    proc = sglang_deploy(
-        "autotune", "-i", str(PROJECT / "inventory.yml"), "--artifacts", str(tmp_path), "--check"
-    )
-    if not exists:
+def test_autotune_runs_its_playbook_with_the_extra_vars(tmp_path: Path) -> None:
+    """`autotune` runs playbooks/autotune.yml with -e passed through (here on an inventory without
+    sglang_servers: the play matches no host, nothing is measured); without the playbook: exit 5."""
+    proc = sglang_deploy("autotune", "-i", str(PROJECT / "inventory.yml"), "--artifacts", str(tmp_path),
+                         "-e", "autotune_fixture_marker=marker-7f3a9c", "--progress", "plain")  # fmt: skip
+    if not (REPO / "playbooks" / "autotune.yml").is_file():
         assert proc.returncode == 5
         assert "playbooks/autotune.yml does not exist" in proc.stderr
-    else:
-        assert "autotune" in proc.stdout
+        return
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "sglang-deploy autotune: playbooks/autotune.yml on" in proc.stdout
+    command = json.loads(next((tmp_path / "runner" / "artifacts").glob("*/command")).read_text())
+    assert "playbooks/autotune.yml" in command["command"]
+    extra = command["command"][command["command"].index("-e") + 1]
+    assert extra.startswith("@")  # the value itself never on the command line
+    assert "marker-7f3a9c" not in " ".join(command["command"])
