@@ -86,3 +86,23 @@ def test_releases_and_rollback(releases: tuple[str, str, list[str]]) -> None:
     assert back.returncode == 0, back.stdout[-3000:]
     assert current() == first
     assert f"#   release: {ROOT}/releases/{first}" in lab_exec("cat", UNIT)
+
+
+def test_verify_fetches_and_reports(releases: tuple[str, str, list[str]], tmp_path: Path) -> None:
+    """`verify` on the lab (no GPU, no server: layers 1-5 say why they skip, no benchmark) with the
+    document written anyway (verify_doc_write=always): the role's fetch lands under the report dir
+    and report.md lists the layers and links the fetched files; no chart without figures."""
+    first, _second, options = releases
+    report_dir = tmp_path / "verify"
+    proc = cli("verify", *options, "--report-dir", str(report_dir), "-e", "verify_doc_write=always", "--json")
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    out = json.loads(proc.stdout)
+    assert out["hosts"][LAB_HOST]["release_id"] == first
+    assert out["charts"] == {}
+    text = (report_dir / "report.md").read_text()
+    assert f"| {LAB_HOST} | passed | {first} | - |" in text
+    assert "| 5 HTTP | skipped | sglang-kimi not running: not started in lab mode |" in text
+    assert "No benchmark figures in this run (layer 6 did not run): no chart." in text
+    fetched = report_dir / "fetched" / LAB_HOST / "var" / "lib" / "sglang-deploy"
+    assert (fetched / "production_v2.md").is_file()
+    assert f"- [production_v2.md](fetched/{LAB_HOST}/var/lib/sglang-deploy/production_v2.md)" in text
