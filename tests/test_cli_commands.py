@@ -221,6 +221,22 @@ def test_drift_exit_codes_listing_and_junit(tmp_path: Path) -> None:
     assert missing.returncode == 5
 
 
+def test_drift_output_masks_secrets(tmp_path: Path) -> None:
+    """A drifted file whose diff quotes the API key (-e): the key is masked in the listing, the JSON,
+    junit.xml and summary.json."""
+    (tmp_path / "managed.conf").write_text("alpha=1\nbeta=2\n")
+    key = "sk-drift-5e0c7a91b2d4f6"
+    found = drift(tmp_path, "-e", f"fixture_api_key={key}", "--json")
+    assert found.returncode == 2, found.stdout + found.stderr
+    report = json.loads(found.stdout)
+    [task] = report["hosts"]["localhost"]["drifted"]
+    assert task["task"] == "Write the key file (diff quotes a secret)"
+    assert f"+SERVICE_KEY={MASK}" in task["detail"]
+    for text in (found.stdout, found.stderr, *(p.read_text() for p in (tmp_path / "art").glob("*.*"))):
+        assert key not in text
+    assert not (tmp_path / "key.env").exists()
+
+
 def test_drift_report_verdicts() -> None:
     changed = {"host": "h", "task": "t", "role": "r", "action": "copy", "detail": "d"}
     base: dict[str, Any] = {"hosts": {"h": {"ok": 3, "changed": 1, "failed": 0, "unreachable": 0}}}
