@@ -137,9 +137,12 @@ def render_chart(host: str, series: dict[str, Series], path: Path) -> bool:
         xs, ys = [p[0] for p in points], [p[1] for p in points]
         levels.update(xs)
         ax.plot(xs, ys, marker, color=color, label=name)
+        if name == "baseline":
+            continue  # its values are in the report's table; labels would sit on this run's
+        offset = (0, 6) if name == "this run" else (0, -12)
         for x, y in points:
             ax.annotate(
-                f"{y:.0f}", (x, y), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7
+                f"{y:.0f}", (x, y), textcoords="offset points", xytext=offset, ha="center", fontsize=7
             )
     if len(levels) > 1 and min(levels) > 0 and max(levels) / min(levels) >= 10:
         ax.set_xscale("log")
@@ -148,7 +151,8 @@ def render_chart(host: str, series: dict[str, Series], path: Path) -> bool:
     ax.set_ylabel("output tokens/s")
     ax.set_title(f"{host}: output throughput, this run vs baseline")
     ax.grid(True, alpha=0.3)
-    ax.set_ylim(bottom=0)
+    top = max(y for points in series.values() for _, y in points)
+    ax.set_ylim(bottom=0, top=top * 1.12 if top > 0 else 1.0)
     ax.legend()
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
