@@ -31,7 +31,7 @@ SPEC_V2_ENV = "SGLANG_ENABLE_SPEC_V2"
 LAUNCH_MODULE = "sglang.launch_server"
 PRESET_KEYS = ("speculative", "algorithm", "num_steps", "eagle_topk", "num_draft_tokens", "spec_v2")
 KNOWN_PRESETS = ("production", "baseline", "tree")
-NCCL_PROFILES = ("auto", "pcie", "nvlink", "none")
+NCCL_PROFILES = ("auto", "pcie", "nvlink", "none", "tuned")
 INTERCONNECTS = ("nvlink", "pcie", "none")
 # SGLang 0.5.9 server_args.py --attention-backend choices.
 ATTENTION_BACKENDS = (
