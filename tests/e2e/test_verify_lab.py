@@ -9,7 +9,7 @@ via its protocol-double.json, current switched to it, verify with verify_rollbac
 moves back, layers 5-6 run again, the play fails reporting both; the running release made slow
 (its protocol-double.json, read by the double at every request): the gate fails with its table.
 After every case the API key is looked for in the host's generated files, the controller's fetched
-copies and the output.
+copies and the output. Last, autotune's preset sweep against the double (its own docstring).
 
 The host is left as the other e2e tests expect it: current on the original release, the second
 release removed, the unit stopped and the host converged again by site.yml (`up` -> changed=0)."""
@@ -212,6 +212,55 @@ def test_too_slow_fails_the_gate_with_its_table(double: dict[str, Any]) -> None:
     assert current() == double["release"]  # no switch in this run: nothing to roll back
     assert host_results()["status"] == "failed"
     no_key_anywhere(out, [])
+
+
+def test_autotune_preset_sweep_switches_when_the_drafter_stops_paying_off(double: dict[str, Any]) -> None:
+    """Issue 12's preset part against the double (TEST NUMBERS, no GPU): the release's drafter stops
+    paying off (accept length 1, each speculative step 1.6x slower: protocol-double.json), the sweep
+    (production, the current configuration, and baseline; one --cuda-graph-max-bs) restarts the server
+    per candidate, measures with verify's benchmark layer, switches to baseline at the target
+    concurrency, leaves the unit on it and records it in host_vars; a rerun of the service stage reads
+    the record and agrees (changed=0)."""
+    release_cfg = f"{ROOT}/releases/{double['release']}/protocol-double.json"
+    lab_exec("sh", "-c", f'echo \'{{"accept_length": 1, "spec_step_factor": 1.6}}\' > {release_cfg}')
+    record = Path(double["inventory"]).parent / "host_vars" / LAB_HOST / "preset.yml"
+    sweep = {
+        "autotune_preset_presets": ["production", "baseline"],
+        "autotune_preset_cuda_graph_max_bs": [128],
+        "autotune_preset_levels": [1, 4],
+        "autotune_preset_target_concurrency": 4,
+        "autotune_preset_num_prompts": 6,
+        "autotune_preset_warmup_requests": 1,
+        "autotune_preset_output_len": 32,
+        "autotune_preset_health_timeout_s": SMALL["verify_http_wait_s"],
+    }
+    try:
+        run = playbook(
+            "-i", double["inventory"], "playbooks/autotune.yml", "--tags", "autotune_preset",
+            "-e", extra(double["tmp"], "autotune", 100, **sweep),
+        )  # fmt: skip
+        out = run.stdout + run.stderr
+        assert run.returncode == 0, out[-6000:]
+        assert "TEST NUMBERS" in out
+        assert "autotune preset part: 2 candidates (baseline/bs128, production/bs128)" in out, out[-6000:]
+        text = record.read_text()
+        assert "sglang_preset: baseline" in text, text
+        assert "TEST NUMBERS" in text
+        unit = lab_exec("systemctl", "cat", "sglang-kimi")
+        assert "--speculative-algorithm" not in unit
+        assert lab_exec("systemctl", "is-active", "sglang-kimi").strip() == "active"
+        report = lab_exec("cat", "/var/lib/sglang-deploy/autotune-preset.md")
+        assert "TEST NUMBERS" in report
+        no_key_anywhere(out, [record.parent])
+
+        rerun_vars = extra(double["tmp"], "rerun", 100)
+        rerun = playbook("-i", double["inventory"], "site.yml", "--tags", "service", "-e", rerun_vars)
+        assert rerun.returncode == 0, rerun.stdout[-4000:]
+        assert re.search(rf"{LAB_HOST}\s*:\s*ok=\d+\s+changed=0\s", rerun.stdout), rerun.stdout[-3000:]
+        assert "--speculative-algorithm" not in lab_exec("systemctl", "cat", "sglang-kimi")
+    finally:
+        lab_exec("rm", "-f", release_cfg)
+        record.unlink(missing_ok=True)
 
 
 def test_repo_inventory_untouched() -> None:

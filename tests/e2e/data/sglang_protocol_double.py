@@ -27,7 +27,8 @@ Generation is simulated: tokens (ids of the served tokenizer at ``--model-path``
 stream at ``--double-tokens-per-s`` per request after ``--double-ttft-ms``; with a speculative
 algorithm each step emits ``--double-accept-length`` tokens (alternating floor/ceil to reach a
 fractional mean). A RELEASE can carry ``<release>/protocol-double.json`` (``{"tokens_per_s": 5}``):
-it overrides the rate, so "this release is slow" is a property of the release a rollback leaves. The
+it overrides the rate (and ``accept_length``, ``ttft_ms``, ``spec_step_factor``: see below), so "this
+release is slow" is a property of the release a rollback leaves. The
 rate is read from that file at every request (the file of the release this process runs from, fixed
 at start): a test makes the running release slow without restarting the double.
 """
@@ -176,6 +177,10 @@ def tokens_per_s() -> float:
 TTFT = float(RELEASE.get("ttft_ms", MINE.double_ttft_ms)) / 1000.0
 SPECULATIVE = bool(getattr(SERVER, "speculative_algorithm", None))
 ACCEPT = float(RELEASE.get("accept_length", MINE.double_accept_length)) if SPECULATIVE else 1.0
+# Drafting has a cost: with a speculative algorithm each step takes this factor longer (the release's
+# protocol-double.json "spec_step_factor", default 1.0). Above 1 the drafter no longer pays off and the
+# speculative presets run slower than baseline (the seed's drafter-drift risk, for autotune's tests).
+SPEC_FACTOR = float(RELEASE.get("spec_step_factor", 1.0)) if SPECULATIVE else 1.0
 SERVED = SERVER.served_model_name or SERVER.model_path
 STATS = {"steps": 0, "tokens": 0}
 
@@ -228,7 +233,7 @@ async def simulate(prompt: Any, max_new_tokens: int) -> AsyncIterator[tuple[list
     done = 0
     for steps, size in enumerate(step_sizes(max_new_tokens), start=1):
         if steps > 1:
-            await asyncio.sleep(size / rate)
+            await asyncio.sleep(size / rate * SPEC_FACTOR)
         done += size
         STATS["steps"] += 1
         STATS["tokens"] += size
