@@ -3,10 +3,12 @@
 
 usage: service_probe.py SPEC_JSON      (prints one JSON document on stdout; changes nothing)
 SPEC: {"nccl_env": path or "", "current": path, "modprobe": path, "groups": [names],
-       "dropin_dir": path, "paths": [{"path", "owner", "group", "mode"}]}
+       "dropin_dir": path, "paths": [{"path", "owner", "group", "mode"}], "unit": path,
+       "key_file": {"path", "owner", "group", "mode"} or null}
 Answers: the NCCL env file's sha256 (when asked), where `current` resolves (as stat's lnk_source),
 whether nvidia-modprobe exists, which of the groups exist, the files in the unit's drop-in directory,
-and the managed directories that are missing or whose owner, group or mode differ.
+the managed directories that are missing or whose owner, group or mode differ, whether the unit file
+exists, and whether the API key file is missing or has another owner, group or mode.
 """
 
 from __future__ import annotations
@@ -86,6 +88,9 @@ def probe(spec: dict[str, Any]) -> dict[str, Any]:
         "groups": [g for g in spec.get("groups", []) if g in existing],
         "dropins": dropins,
         "paths_drift": path_drift(spec.get("paths", [])),
+        "unit_exists": os.path.isfile(spec["unit"]) if spec.get("unit") else False,
+        # the key file's presence, owner and mode only (its content is a secret: never read here)
+        "key_file": path_drift([spec["key_file"]]) if spec.get("key_file") else [],
     }
 
 

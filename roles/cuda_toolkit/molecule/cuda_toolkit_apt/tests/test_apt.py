@@ -95,3 +95,28 @@ def test_check_mode_predicts_unknown_package_from_a_new_repo_without_failing(hos
         host.check_output("ls /etc/apt/sources.list.d /etc/apt/preferences.d; dpkg --get-selections")
         == before
     )
+
+
+def test_removed_hold_preferences_and_nvcc_are_drift_repaired_by_a_run(host) -> None:
+    """Operator tampering: the hold and the pin file removed, nvcc deleted. --check names each task
+    (no failure, nothing changed), a run restores all three, the next run changes nothing."""
+    import moltest  # noqa: PLC0415 (molecule/shared on the verifier's path)
+
+    pref = f"/etc/apt/preferences.d/{PKG}.pref"
+    nvcc = "/usr/local/cuda-13.0/bin/nvcc"
+    host.run_expect([0], f"apt-mark unhold {PKG} && rm -f {pref} {nvcc}")
+    rc, out = moltest.run_playbook("converge.yml", "--check", "--diff")
+    assert rc == 0, out[-4000:]
+    for task in ("Pin the toolkit package to 13.0.1-1", "Hold the toolkit package", "Report the toolkit"):
+        assert task in out, out[-4000:]
+    assert "bin/nvcc is missing" in out
+    assert not host.file(pref).exists, "check mode changed the host"
+    assert not host.file(nvcc).exists, "check mode changed the host"
+    rc, out = moltest.run_playbook("converge.yml")
+    assert rc == 0, out[-4000:]
+    assert host.check_output(f"dpkg --get-selections {PKG}").split() == [PKG, "hold"]
+    assert "Pin: version 13.0.1-1" in host.file(pref).content_string
+    assert "V13.0.88" in host.check_output(f"{nvcc} --version")
+    rc, out = moltest.run_playbook("converge.yml")
+    assert rc == 0, out[-4000:]
+    assert moltest.totals(out)["changed"] == 0, out[-4000:]

@@ -80,3 +80,27 @@ def test_offline_install_from_wheelhouse(host) -> None:
     ver = host.check_output("/opt/cuda-offline/13.0.1/bin/nvcc --version")
     assert "release 13.0, V13.0.88" in ver
     host.run_expect([0], "rm -rf /opt/cuda-offline /opt/wheelhouse")
+
+
+def test_deleted_nvcc_is_drift_repaired_by_a_run_and_selftest_cached(host) -> None:
+    """nvcc deleted from the wheel toolkit: --check reports it as a change (no failure), a run
+    reinstalls the wheels, and the next run skips the compile (same nvcc, same inputs)."""
+    import moltest  # noqa: PLC0415 (molecule/shared on the verifier's path)
+
+    nvcc = host.check_output(f"readlink -f {PREFIX}/bin/nvcc")
+    host.run_expect([0], f"rm -f {nvcc} {PREFIX}/bin/ptxas")
+    rc, out = moltest.run_playbook("converge.yml", "--check", "--diff")
+    assert rc == 0, out[-4000:]
+    assert "Report the toolkit drift" in out, out[-4000:]
+    assert "bin/nvcc is missing; missing bin/ptxas" in out, out[-4000:]
+    assert moltest.totals(out)["changed"] > 0
+    assert not host.file(nvcc).exists, "check mode changed the toolkit"
+    rc, out = moltest.run_playbook("converge.yml")
+    assert rc == 0, out[-4000:]
+    version = host.check_output(f"{PREFIX}/bin/nvcc --version")
+    assert "Cuda compilation tools, release 13.0, V13.0.88" in version
+    assert host.file(f"{PREFIX}/bin/ptxas").exists
+    rc, out = moltest.run_playbook("converge.yml")
+    assert rc == 0, out[-4000:]
+    assert moltest.totals(out)["changed"] == 0, out[-4000:]
+    assert "self-test passed before with this nvcc" in out, out[-4000:]

@@ -9,6 +9,7 @@ import os
 import re
 from concurrent.futures import ThreadPoolExecutor
 
+import moltest
 import pytest
 from conftest import GOLDEN, TEST_KEY, UNIT, run_playbook
 
@@ -221,6 +222,62 @@ def test_restart_on_nccl_and_release_change_only(host):
     assert recap["changed"] == 0, out[-4000:]
     assert _start_stamp(host) == after_back, "a no-op rerun restarted the service"
     assert TEST_KEY not in out
+
+
+def _changed_tasks(out: str) -> list[str]:
+    """Names of the tasks that reported a change (the default callback's TASK headers)."""
+    names, current = [], ""
+    for line in out.splitlines():
+        if line.startswith("TASK ["):
+            current = line[len("TASK [") : line.rindex("]")]
+        elif line.startswith("changed:") and current not in names:
+            names.append(current)
+    return names
+
+
+def test_edited_nccl_value_predicts_no_unit_change(host):
+    """check mode predicts what the real run does: nccl_env rewrites the file, the unit stays."""
+    unit = host.file(f"/etc/systemd/system/{UNIT}.service").sha256sum
+    host.check_output("sed -i 's/^NCCL_NTHREADS=.*/NCCL_NTHREADS=999/' /etc/sglang/nccl.env")
+    rc, out = moltest.run_playbook("service.yml", "--check", "--diff")
+    assert rc == 0, out[-4000:]
+    assert _changed_tasks(out) == ["nccl_env : Render the environment file"], out[-4000:]
+    rc, out, recap = run_playbook()
+    assert rc == 0, out[-4000:]
+    assert recap["changed"] == 1, out[-4000:]
+    assert host.file(f"/etc/systemd/system/{UNIT}.service").sha256sum == unit
+
+
+def test_foreign_dropin_and_directory_owner_are_drift(host):
+    """A drop-in replacing ExecStart and a chowned cache dir: --check names both, a run repairs both."""
+    dropin_dir = f"/etc/systemd/system/{UNIT}.service.d"
+    host.check_output(
+        f"mkdir -p {dropin_dir} && printf '[Service]\\nExecStart=\\nExecStart=/bin/sleep infinity\\n' "
+        f"> {dropin_dir}/override.conf && systemctl daemon-reload && chown root:root /var/cache/sglang"
+    )
+    assert "/bin/sleep" in _show(host, "ExecStart")
+    rc, out = moltest.run_playbook("service.yml", "--check", "--diff")
+    assert rc == 0, out[-4000:]
+    changed = _changed_tasks(out)
+    for task in (
+        "Remove drop-ins of the service unit the project did not write",
+        "Create the service's state and cache directories (and restore their owner and mode)",
+    ):
+        assert f"sglang_service : {task}" in changed, out[-4000:]
+    assert "override.conf" in out
+    assert host.file(f"{dropin_dir}/override.conf").exists, "check mode removed the drop-in"
+    before = _start_stamp(host)
+    rc, out, recap = run_playbook()
+    assert rc == 0, out[-4000:]
+    assert not host.file(f"{dropin_dir}/override.conf").exists
+    assert "/bin/sleep" not in _show(host, "ExecStart")
+    assert "sglang-test-double" in _show(host, "ExecStart")
+    assert _start_stamp(host) != before, "the unit was not restarted without the drop-in"
+    cache = host.file("/var/cache/sglang")
+    assert (cache.user, cache.group, cache.mode) == ("sglang", "sglang", 0o750)
+    rc, out, recap = run_playbook()
+    assert rc == 0, out[-4000:]
+    assert recap["changed"] == 0, out[-4000:]
 
 
 def test_unhealthy_double_fails_with_journal_lines(host):

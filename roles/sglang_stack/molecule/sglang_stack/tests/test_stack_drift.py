@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from helpers import playbook, push_patch, recap, receipt, series, site_packages, strip_of
+from helpers import CURRENT, PY, playbook, push_patch, recap, receipt, series, site_packages, strip_of
 
 
 def test_reverted_patch_is_reported_then_restored(host: Any) -> None:
@@ -33,3 +34,59 @@ def test_reverted_patch_is_reported_then_restored(host: Any) -> None:
     for path, digest in receipt(host)["patched_files"].items():
         assert host.file(f"{sp}/{path}").sha256sum == digest, path
     # (the shared test_check_mode.py then proves the repaired host is clean again)
+
+
+UV = "UV_CACHE_DIR=/var/cache/sglang-deploy/uv /opt/sglang/tools/uv/bin/uv"
+
+
+def versions(host: Any, *names: str) -> list[str]:
+    code = "import importlib.metadata as m, sys; print(*(m.version(n) for n in sys.argv[1:]))"
+    return str(host.check_output(f"{PY} -c '{code}' {' '.join(names)}")).split()
+
+
+def test_venv_against_lock_other_version_uninstalled_edited_and_chowned(host: Any) -> None:
+    """Another transformers, flashinfer-cubin gone, a file of a hash-pinned distribution edited and
+    the release chowned: --check names each (changes nothing), one run restores the lock exactly."""
+    sp = site_packages(host)
+    host.check_output(f"{UV} pip install -q --python {PY} transformers==4.57.0")
+    host.check_output(f"{UV} pip uninstall -q --python {PY} flashinfer-cubin")
+    host.check_output(f"echo '# edited' >> {sp}/idna/core.py && chown -R nobody {sp}/idna")
+    release = host.file(CURRENT).linked_to
+    host.check_output(f"chown nobody {release}")
+
+    rc, out = playbook("--check", "--diff")
+    assert rc == 0, out[-3000:]
+    assert "transformers 4.57.0 installed, the lock pins 4.57.1" in out, out[-3000:]
+    assert "flashinfer-cubin not installed" in out
+    assert "idna/core.py (content differs from RECORD)" in out
+    assert "Create the stack directories (and restore their owner and mode)" in out
+    assert "not owned by root" in out
+    assert versions(host, "transformers") == ["4.57.0"], "check mode changed the venv"
+
+    rc, out = playbook()
+    assert rc == 0, out[-3000:]
+    assert versions(host, "transformers", "flashinfer-cubin") == ["4.57.1", "0.6.4"]
+    assert "# edited" not in host.file(f"{sp}/idna/core.py").content_string
+    assert host.file(f"{sp}/idna/core.py").user == "root"
+    assert host.file(release).user == "root"
+    rc, out = playbook()
+    assert rc == 0, out[-3000:]
+    assert recap(out)["changed"] == 0, out[-3000:]
+
+
+def test_failed_repair_leaves_the_venv_and_current_as_they_were(host: Any) -> None:
+    """The repair cannot download (no index, no cache): it fails before the venv is touched."""
+    host.check_output(f"{UV} pip install -q --python {PY} transformers==4.57.0")
+    before = host.file(CURRENT).linked_to
+    extra = {
+        "sglang_stack_index_url": "http://127.0.0.1:9/simple",
+        "sglang_stack_uv_env": {"UV_NO_CACHE": "1"},
+    }
+    rc, out = playbook("-e", json.dumps(extra))
+    assert rc != 0, out[-3000:]
+    assert "the service unit and the running server were left as they were" in out, out[-3000:]
+    assert versions(host, "transformers") == ["4.57.0"]  # uv fetches before it uninstalls anything
+    assert host.file(CURRENT).linked_to == before
+    rc, out = playbook()
+    assert rc == 0, out[-3000:]
+    assert versions(host, "transformers") == ["4.57.1"]
