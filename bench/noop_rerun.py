@@ -7,7 +7,8 @@ the project's ansible.cfg and with Ansible's defaults (a config naming only what
 inventory, roles_path, collections_path; so forks 5, no pipelining, no fact cache, no callbacks).
 Every timed run must change nothing (changed=0 on every host, rc 0), or the figures are void.
 
-Targets (issue 11): one converged host <= 10 s on a quiet machine; N hosts <= 1.5x one host.
+Targets (issue 11): one converged host <= 10 s on a quiet machine; N hosts <= 1.5x one host. Each
+timed line prints the load average after it: figures taken on a busy machine say so.
 
 usage: bench/noop_rerun.py [--hosts N] [--repeat R] [--reuse] [--keep]
   --reuse  use existing containers of the prefix (skip create; still converges)
@@ -145,7 +146,11 @@ def main() -> int:
                         )
                     slow = sorted(summary["roles"].items(), key=lambda kv: -kv[1]["elapsed_s"])[:4]
                     roles = ", ".join(f"{name} {entry['elapsed_s']:.1f}s" for name, entry in slow)
-                    print(f"  {config:<20} {count} host(s): {took:6.1f}s  (roles: {roles})", flush=True)
+                    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+                    print(
+                        f"  {config:<20} {count} host(s): {took:6.1f}s  (load avg {load}; roles: {roles})",
+                        flush=True,
+                    )
                     times.append(took)
                 figures[(config, count)] = statistics.median(times)
         print(f"\nNo-op rerun of `sglang-deploy up` on converged lab hosts, {os.cpu_count()} CPUs, "
