@@ -315,3 +315,45 @@ def test_layers_1_to_4_only_without_a_release() -> None:
     assert "Gate:" not in rationale
     assert "(none)" in text.split("## 8.", 1)[1]
     assert "- http: skipped: listed in verify_skip_layers" in text
+
+
+def test_nccl_autotune_table_when_the_host_has_a_record() -> None:
+    """The autotune role's record (nccl_env_tuned, here built from the recorded dual-H200 run 1 as the
+    role builds it) adds its choice and table to section 5; without one the section is unchanged."""
+    tune = load_module("autotune_nccl", REPO / "plugins" / "module_utils" / "autotune_nccl.py")
+    doc = yaml.safe_load((REPO / "bench" / "results" / "2026-11-30-h200x2-autotune-run1.json").read_text())
+    result = tune.choose(doc)
+    record = {
+        "choice": result["choice"],
+        "vars": result["vars"],
+        "reason": result["reason"],
+        "recorded_at": doc["finished_at"],
+        "hardware": f"{doc['ranks']}x {doc['gpu']}",
+        "torch": doc["torch"],
+        "nccl": doc["nccl"],
+        "source": "measured on this host",
+        "table": tune.table(result).splitlines(),
+    }
+    plain = render(inputs("production"))
+    data = inputs("production")
+    data["nccl_tuned"] = record
+    text = render(data)
+    section5 = text.split("## 5.", 1)[1].split("## 6.", 1)[0]
+    assert (
+        "NCCL autotune of this host (`playbooks/autotune.yml --tags autotune_nccl`, recorded 2026-11-30T"
+        in section5
+    )
+    assert (
+        "2x NVIDIA H200, torch 2.11.0+cu130, NCCL 2.28.9; measured on this host): recorded, not in use"
+        in section5
+    )
+    assert "Choice **defaults**, no variables (NCCL defaults): kept the NCCL defaults" in section5
+    assert "| candidate | variables | 8K us |" in section5
+    assert "busbw -74% at 256M (floor -5%)" in section5
+    assert len([ln for ln in section5.splitlines() if ln.startswith("|")]) == 2 + 12
+    # everything else is the document without a record
+    assert text.replace(section5, "") == plain.replace(plain.split("## 5.", 1)[1].split("## 6.", 1)[0], "")
+    data["spec"]["nccl"]["profile"] = "tuned"
+    assert "not in use" not in render(data)
+    data["nccl_tuned"] = {}
+    assert "NCCL autotune" not in render(data)

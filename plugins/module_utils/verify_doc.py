@@ -7,8 +7,9 @@ preset). The seed's document has nine sections; each key of the context feeds on
 
 1 hardware (preflight facts), 2 software (the release receipt + the NCCL torch really loads),
 3 rationale (this run's numbers beside the baseline table), 4 flags (the launch spec's flags with
-their reasons), 5 nccl (the env file in use + layer-4 figures), 6 command (the spec's copy-paste
-command, the key as ``${SGLANG_API_KEY}``), 7 service, 8 patches (with sha256), 9 paths + logs.
+their reasons), 5 nccl (the env file in use + layer-4 figures + the autotune table when the host has
+a recorded result), 6 command (the spec's copy-paste command, the key as ``${SGLANG_API_KEY}``),
+7 service, 8 patches (with sha256), 9 paths + logs.
 
 The filter passes the whole context through ``verify_scrub.scrub_data`` with the API key: nothing
 in the document can carry it, whatever an input held.
@@ -159,8 +160,32 @@ def _rationale(
     }
 
 
+def _nccl_tuned(tuned: dict[str, Any], profile: str) -> dict[str, Any] | None:
+    """The autotune role's record of this host (nccl_env_tuned), or None when there is none."""
+    if not tuned or not isinstance(tuned.get("vars"), dict):
+        return None
+    env = tuned["vars"]
+    return {
+        "choice": str(tuned.get("choice") or "-"),
+        "reason": str(tuned.get("reason") or "-"),
+        "vars": " ".join(f"{k}={v}" for k, v in sorted(env.items())) or "no variables (NCCL defaults)",
+        "recorded_at": str(tuned.get("recorded_at") or "-"),
+        "hardware": str(tuned.get("hardware") or "-"),
+        "versions": f"torch {tuned.get('torch') or '-'}, NCCL {tuned.get('nccl') or '-'}",
+        "source": str(tuned.get("source") or "-"),
+        "in_use": profile == "tuned",
+        "table": [str(line) for line in tuned.get("table") or []],
+    }
+
+
 def _nccl(
-    env_file: str, env_text: str, profile: str, layer4: dict[str, Any], exists: bool = True
+    env_file: str,
+    env_text: str,
+    profile: str,
+    layer4: dict[str, Any],
+    exists: bool = True,
+    *,
+    tuned: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     lines = [
         ln.rstrip() for ln in (env_text or "").splitlines() if ln.strip() and not ln.lstrip().startswith("#")
@@ -183,6 +208,7 @@ def _nccl(
         "layer4_status": status,
         "layer4_reason": layer4.get("reason") or "-",
         "figures": figures,
+        "tuned": _nccl_tuned(tuned or {}, profile),
     }
 
 
@@ -210,7 +236,9 @@ def doc_context(inputs: dict[str, Any]) -> dict[str, Any]:
     venv's python loads: torch, torch_cuda, python, python_bin), spec, results (verify_results), levels (bench
     summaries), baseline (select_baseline), gate, seed ({hardware, workload, output_tps, notes}),
     nccl ({loaded, expected, source}), cuda ({version, home}), nccl_env ({file, text}), service
-    ({name, unit_path}), paths ({doc, results, logs: [...]}), rollback (dict or None).
+    ({name, unit_path}), paths ({doc, results, logs: [...]}), rollback (dict or None), nccl_tuned
+    (the autotune role's record nccl_env_tuned: {choice, vars, reason, recorded_at, table, ...}; absent
+    or {} = none, section 5 then shows no autotune table).
     """
     spec = inputs.get("spec") or {}
     results = inputs.get("results") or {}
@@ -250,6 +278,7 @@ def doc_context(inputs: dict[str, Any]) -> dict[str, Any]:
             str((spec.get("nccl") or {}).get("profile") or ""),
             results.get("nccl") or {},
             bool((inputs.get("nccl_env") or {}).get("exists", True)),
+            tuned=inputs.get("nccl_tuned") or {},
         ),
         "command": spec.get("command") or "-",
         "auth": spec.get("auth") or {},

@@ -2,7 +2,8 @@
 each as skipped in verify_results (also written as JSON on the controller); an nvidia-smi test
 double that disagrees with preflight's GPU count fails layer 1 naming the layer; tp 1 skips the
 NCCL layer saying why; verify_skip_layers + verify_doc_write=always write the production document
-from layers 1-4 on a host without a release; a bad verify_skip_layers entry fails naming it."""
+from layers 1-4 on a host without a release (with the autotune role's record, nccl_env_tuned, its
+section 5 shows the NCCL choice and table); a bad verify_skip_layers entry fails naming it."""
 
 from __future__ import annotations
 
@@ -66,9 +67,40 @@ def test_doc_written_from_layers_1_to_4_without_a_release(host: Any) -> None:
     # what /usr/bin/python3 really loads, asked live (a parse failure would have failed the play)
     assert "| torch (as loaded, live) | unknown (ModuleNotFoundError" in text
     assert "The versions below are what `/usr/bin/python3` loads (live)" in text
+    assert "NCCL autotune" not in text  # no record of the autotune role on this host
     results = json.loads(host.file("/var/lib/sglang-deploy/verify-results.json").content_string)
     assert results["results"]["http"] == {"status": "skipped", "reason": "listed in verify_skip_layers"}
     assert "bench" not in results["results"]
+    host.run_expect(
+        [0], "rm -f /var/lib/sglang-deploy/production_v2.md /var/lib/sglang-deploy/verify-results.json"
+    )
+
+
+def test_doc_shows_the_nccl_autotune_record(host: Any) -> None:
+    # the autotune role's record as host_vars/<host>/nccl_tuned.yml holds it (trimmed: two rows)
+    tuned = {
+        "choice": "defaults",
+        "vars": {},
+        "reason": "kept the NCCL defaults: no candidate's decode gain exceeded the measured noise",
+        "recorded_at": "2026-11-30T19:12:51Z",
+        "hardware": "2x NVIDIA H200",
+        "torch": "2.11.0+cu130",
+        "nccl": "2.28.9",
+        "source": "measured on this host",
+        "table": ["| candidate | decode mean us (spread) | verdict |", "|---|---|---|",
+                  "| **defaults** | 17.6 (12%) | chosen (defaults kept) |"],
+    }  # fmt: skip
+    rc, out = moltest.run_playbook("doc_only.yml", extra=[{"nccl_env_tuned": tuned}])
+    assert rc == 0, out[-3000:]
+    text = host.file("/var/lib/sglang-deploy/production_v2.md").content_string
+    section5 = text.split("## 5.", 1)[1].split("## 6.", 1)[0]
+    assert (
+        "NCCL autotune of this host (`playbooks/autotune.yml --tags autotune_nccl`, recorded 2026-11"
+        in section5
+    )
+    assert ": recorded, not in use (the profile is auto, not tuned)." in section5
+    assert "Choice **defaults**, no variables (NCCL defaults): kept the NCCL defaults" in section5
+    assert "| **defaults** | 17.6 (12%) | chosen (defaults kept) |" in section5
     host.run_expect(
         [0], "rm -f /var/lib/sglang-deploy/production_v2.md /var/lib/sglang-deploy/verify-results.json"
     )
