@@ -58,7 +58,7 @@ def test_venv_against_lock_other_version_uninstalled_edited_and_chowned(host: An
     assert rc == 0, out[-3000:]
     assert "transformers 4.57.0 installed, the lock pins 4.57.1" in out, out[-3000:]
     assert "flashinfer-cubin not installed" in out
-    assert "idna/core.py (content differs from RECORD)" in out
+    assert "idna/core.py (size differs from RECORD)" in out
     assert "Create the stack directories (and restore their owner and mode)" in out
     assert "not owned by root" in out
     assert versions(host, "transformers") == ["4.57.0"], "check mode changed the venv"
