@@ -21,8 +21,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--run-verify-lab",
         action="store_true",
         default=False,
-        help="also run tests/e2e/test_verify_lab.py (layers 5-9 against the protocol double; about 30 min "
-        "on 2 CPUs, so not part of `make test`)",
+        help="also run tests/e2e/test_verify_lab.py (layers 5-9 and autotune's preset sweep against the "
+        "protocol double; about 17 min on 2 CPUs; scripts/test e2e passes it)",
     )
 
 
@@ -39,7 +39,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if not config.getoption("--run-verify-lab", default=False):
         slow = pytest.mark.skip(
             reason="layers 5-9 against the protocol double take about 30 min on 2 CPUs: run with "
-            "`pytest tests/e2e --run-e2e --run-verify-lab` (not part of make test)"
+            "`pytest tests/e2e --run-e2e --run-verify-lab` (scripts/test e2e passes it)"
         )
         for item in items:
             if "verify_lab" in item.keywords:
