@@ -38,7 +38,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not config.getoption("--run-verify-lab", default=False):
         slow = pytest.mark.skip(
-            reason="layers 5-9 against the protocol double take about 30 min on 2 CPUs: run with "
+            reason="layers 5-9 and the preset sweep against the protocol double (~17 min, 2 CPUs): run with "
             "`pytest tests/e2e --run-e2e --run-verify-lab` (scripts/test e2e passes it)"
         )
         for item in items:
