@@ -221,6 +221,30 @@ def test_drift_exit_codes_listing_and_junit(tmp_path: Path) -> None:
     assert missing.returncode == 5
 
 
+def test_drift_lists_changed_no_log_tasks(tmp_path: Path) -> None:
+    """ansible-runner replaces a no_log task's result with {'censored': ...} (its `changed` lost):
+    the drift listing must still name such a task, alone and as a loop, and count it."""
+    (tmp_path / "managed.conf").write_text("alpha=1\nbeta=2\n")
+    (tmp_path / "token-a").write_text("secret-token\n")
+    (tmp_path / "token-a").chmod(0o600)
+    found = drift(tmp_path, "-e", "fixture_no_log=true", "--json")
+    assert found.returncode == 2, found.stdout + found.stderr
+    report = json.loads(found.stdout)
+    drifted = {t["task"]: t["detail"] for t in report["hosts"]["localhost"]["drifted"]}
+    assert drifted == {
+        "Write the token file (no_log)": "(no_log: details hidden)",
+        "Write the token files (no_log loop)": "(no_log: details hidden)",
+    }
+    assert report["drifted_tasks"] == 2
+    assert "secret-token" not in found.stdout + found.stderr
+    (tmp_path / "token").write_text("secret-token\n")
+    (tmp_path / "token-b").write_text("secret-token\n")
+    for name in ("token", "token-b"):
+        (tmp_path / name).chmod(0o600)
+    clean = drift(tmp_path, "-e", "fixture_no_log=true")
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+
+
 def test_drift_output_masks_secrets(tmp_path: Path) -> None:
     """A drifted file whose diff quotes the API key (-e): the key is masked in the listing, the JSON,
     junit.xml and summary.json."""

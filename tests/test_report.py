@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from sglang_deploy.events import HostResult, HostStart, PlayStart, Stats, TaskStart, parse_event
+from sglang_deploy.known_secrets import VarsReader
 from sglang_deploy.redact import MASK, Redactor, secret_env_values
 from sglang_deploy.report import NO_ROLE, RunRecorder, write_reports
 
@@ -171,6 +172,9 @@ def test_junit(tmp_path: Path) -> None:
         ('{"hf_token": "hf_abcdef"}', f'{{"hf_token": "{MASK}"}}'),
         ("Authorization: Bearer abcdef123456", f"Authorization: Bearer {MASK}"),
         ("port 30000 is fine", "port 30000 is fine"),
+        # counts named *_tokens are not secrets
+        ("--speculative-num-draft-tokens 4", "--speculative-num-draft-tokens 4"),
+        ("max_new_tokens: 16, hf_token=hf_abcdef", f"max_new_tokens: 16, hf_token={MASK}"),
     ],
 )
 def test_redact_patterns(text: str, expected: str) -> None:
@@ -228,3 +232,18 @@ def test_secret_env_values() -> None:
         "HOME": "/x",
     }
     assert secret_env_values(env) == ["hf_abcdefghijk"]
+
+
+def test_secret_values_of_vars_skip_paths_flags_and_counts() -> None:
+    """What the run learns from its vars: the key, not the key file's path (masking it would hide
+    /etc/sglang everywhere), nor a short mode word ("systemd"), a boolean or a count of tokens."""
+    data = {
+        "sglang_api_key": "k3y-0123456789abcdef",
+        "sglang_api_key_file": "/etc/sglang/api-key.env",
+        "sglang_api_key_source": "systemd",
+        "sglang_api_key_required": True,
+        "verify_http_max_new_tokens": 160000000,
+        "hf_token": "{{ vault_hf_token }}",
+        "nested": {"db_password": "correct-horse-battery"},
+    }
+    assert list(VarsReader().secret_values(data)) == ["k3y-0123456789abcdef", "correct-horse-battery"]

@@ -1,12 +1,12 @@
 """A typed view of ansible-runner's event dicts (what the progress display and the reports read).
 
-Only what we use is kept; `parse_event` returns None for events we do not model (verbose output,
-item results of loops: the task's final result carries the outcome)."""
+Only what we use is kept; `parse_event` returns None for events we do not model. Loop items are
+kept only as `ItemChanged` (a changed item of a no_log loop, see `censored_changed`)."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -95,7 +95,17 @@ class Stats:
     custom: dict[str, Any] = field(default_factory=dict)
 
 
-Event = PlayStart | TaskStart | HostStart | HostResult | Stats | Output
+@dataclass(frozen=True)
+class ItemChanged:
+    """A loop item of a no_log task changed. ansible-runner replaces a no_log result with
+    {'censored': ...}, dropping `changed`; only the item's display line still tells. The recorder
+    marks the task's final (censored) result changed with it."""
+
+    host: str
+    task_uuid: str
+
+
+Event = PlayStart | TaskStart | HostStart | HostResult | ItemChanged | Stats | Output
 OUTPUT_EVENTS = ("verbose", "error", "warning", "deprecated", "debug", "system_warning")
 
 
@@ -140,10 +150,21 @@ _OUTCOMES: dict[str, Outcome] = {
 }
 
 
-def _host_result(kind: str, data: dict[str, Any], created: datetime | None) -> HostResult:
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def censored_changed(res: Any, stdout: Any) -> bool:
+    """A no_log result (ansible-runner keeps only {'censored': ...}, not `changed`) that the
+    callback's own line reports as `changed: [host]`."""
+    if not isinstance(res, dict) or "censored" not in res or "changed" in res:
+        return False
+    return isinstance(stdout, str) and _ANSI.sub("", stdout).lstrip().startswith("changed:")
+
+
+def _host_result(kind: str, data: dict[str, Any], created: datetime | None, stdout: Any) -> HostResult:
     res = data.get("res")
     outcome = _OUTCOMES[kind]
-    if outcome == "ok" and isinstance(res, dict) and res.get("changed"):
+    if outcome == "ok" and isinstance(res, dict) and (res.get("changed") or censored_changed(res, stdout)):
         outcome = "changed"
     if outcome == "failed" and data.get("ignore_errors"):
         outcome = "ignored"
@@ -208,7 +229,27 @@ def parse_event(raw: dict[str, Any]) -> Event | None:
     elif kind == "runner_on_start":
         event = HostStart(host=_str(data, "host"), task_uuid=_str(data, "task_uuid"), created=created)
     elif kind in _OUTCOMES:
-        event = _host_result(kind, data, created)
+        event = _host_result(kind, data, created, raw.get("stdout"))
+    elif kind == "runner_item_on_ok" and censored_changed(data.get("res"), raw.get("stdout")):
+        event = ItemChanged(host=_str(data, "host"), task_uuid=_str(data, "task_uuid"))
     elif kind == "playbook_on_stats":
         event = _stats(data)
     return event
+
+
+@dataclass
+class CensoredLoops:
+    """Folds `ItemChanged` into the task's final result: a no_log loop with a changed item is
+    changed (the final event of a loop prints no line of its own, so only its items tell)."""
+
+    changed: set[tuple[str, str]] = field(default_factory=set)
+
+    def fold(self, event: Event | None) -> Event | None:
+        if isinstance(event, ItemChanged):
+            self.changed.add((event.host, event.task_uuid))
+            return None
+        key = (event.host, event.task_uuid) if isinstance(event, HostResult) else None
+        if isinstance(event, HostResult) and event.outcome == "ok" and key in self.changed:
+            self.changed.discard((event.host, event.task_uuid))
+            return replace(event, outcome="changed", detail=change_summary({"censored": True}))
+        return event

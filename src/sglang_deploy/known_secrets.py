@@ -30,7 +30,7 @@ from ansible.parsing.vault import (  # type: ignore[import-untyped]
 )
 from ansible.vars.manager import VariableManager  # type: ignore[import-untyped]
 
-from .redact import SECRET_NAME
+from .redact import SECRET_NAME, looks_like_secret
 
 _TEMPLATE_MARKERS = ("{{", "{%")
 
@@ -80,8 +80,9 @@ class VarsReader:
         return plaintext.decode("utf-8", "replace")
 
     def secret_values(self, data: Any, under_secret: bool = False) -> Iterator[str]:
-        """Leaf values under secret-named keys, and every inline `!vault` value (secret by intent).
-        Unrendered templates (`"{{ vault_api_key }}"`) are references, not values: skipped."""
+        """Leaf values under secret-named keys that look like a secret (`looks_like_secret`: not a
+        path, not a short flag), and every inline `!vault` value (secret by intent). Unrendered
+        templates (`"{{ vault_api_key }}"`) are references, not values: skipped."""
         if isinstance(data, EncryptedString):
             plaintext = self._decrypt(data)
             if plaintext is not None:
@@ -94,7 +95,7 @@ class VarsReader:
                 yield from self.secret_values(value, under_secret)
         elif under_secret and data is not None and not isinstance(data, bool):
             text = str(data)
-            if not any(marker in text for marker in _TEMPLATE_MARKERS):
+            if looks_like_secret(text) and not any(marker in text for marker in _TEMPLATE_MARKERS):
                 yield text
 
     def from_file(self, path: Path) -> list[str]:

@@ -10,15 +10,18 @@ MASK = "********"
 # quadratically over long word-character runs (hashes, base64 in module output) and took minutes
 # on a real stack-install artifact dir.
 # Names of variables/env vars that hold secrets (api keys, tokens, passwords, vault passwords).
+# "token" but not "tokens": max_new_tokens, num_draft_tokens, output_tokens are counts, not secrets.
 SECRET_NAME = re.compile(
-    r"(api[_-]?key|token|secret|passw(or)?d|vault_pass|private[_-]?key|credential)", re.IGNORECASE
+    r"(api[_-]?key|token(?!s)|secret|passw(or)?d|vault_pass|private[_-]?key|credential)", re.IGNORECASE
 )
 _PATTERNS = (
     # --api-key VALUE / --api-key=VALUE / --token VALUE
-    re.compile(r"(--[\w-]{0,40}(?:api[_-]?key|token|password|secret)[\w-]{0,40}[ =])([^\s\\\"']+)", re.I),
+    re.compile(
+        r"(--[\w-]{0,40}(?:api[_-]?key|token(?!s)|password|secret)[\w-]{0,40}[ =])([^\s\\\"']+)", re.I
+    ),
     # name=value / name: value / "name": "value" with a secret-looking name
     re.compile(
-        r"""(["']?[\w.-]{0,64}(?:api[_-]?key|token|secret|passw(?:or)?d)[\w.-]{0,64}["']?\s*[:=]\s*["']?)([^\s"',})\]\\]+)""",
+        r"""(["']?[\w.-]{0,64}(?:api[_-]?key|token(?!s)|secret|passw(?:or)?d)[\w.-]{0,64}["']?\s*[:=]\s*["']?)([^\s"',})\]\\]+)""",
         re.I,
     ),
     re.compile(r"((?:Bearer|Basic)\s+)([A-Za-z0-9._~+/=-]{6,})", re.I),
@@ -46,13 +49,16 @@ class Redactor:
         return text
 
 
-ENV_SECRET_MIN_LENGTH = 8  # shorter values of secret-named variables are flags ("true", "1"), not secrets
+SECRET_MIN_LENGTH = 8  # shorter values of secret-named variables are flags ("true", "1", "systemd")
+
+
+def looks_like_secret(value: str) -> bool:
+    """Whether the value of a secret-named variable is worth masking everywhere it appears: not a
+    short flag or mode, not a path (sglang_api_key_file=/etc/... names where the key is, and masking
+    it would hide every path under it)."""
+    return len(value) >= SECRET_MIN_LENGTH and not value.startswith("/")
 
 
 def secret_env_values(env: Mapping[str, str]) -> list[str]:
     """Values of environment variables whose name says they are secret (and that look like one)."""
-    return [
-        value
-        for name, value in env.items()
-        if SECRET_NAME.search(name) and len(value) >= ENV_SECRET_MIN_LENGTH and not value.startswith("/")
-    ]
+    return [value for name, value in env.items() if SECRET_NAME.search(name) and looks_like_secret(value)]

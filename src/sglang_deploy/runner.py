@@ -36,7 +36,7 @@ from typing import Any, cast
 import ansible_runner
 import yaml
 
-from .events import Event, Stats, parse_event
+from .events import CensoredLoops, Event, Stats, parse_event
 from .known_secrets import VarsReader
 from .redact import MASK, SECRET_NAME, Redactor, secret_env_values
 from .report import RunRecorder, write_reports
@@ -209,9 +209,10 @@ def run_playbook(request: RunRequest, on_event: EventSink | None = None) -> RunR
     private_dir.mkdir(parents=True, exist_ok=True)
     redactor = Redactor(secret_env_values(os.environ))
     recorder = RunRecorder(redact=redactor)
+    loops = CensoredLoops()
 
     def handle(raw: dict[str, Any]) -> bool:
-        event = parse_event(raw)
+        event = loops.fold(parse_event(raw))
         if event is not None:
             event = redact_event(event, redactor)
             recorder.feed(event)
