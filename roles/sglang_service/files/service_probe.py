@@ -4,11 +4,17 @@
 usage: service_probe.py SPEC_JSON      (prints one JSON document on stdout; changes nothing)
 SPEC: {"nccl_env": path or "", "current": path, "modprobe": path, "groups": [names],
        "dropin_dir": path, "paths": [{"path", "owner", "group", "mode"}], "unit": path,
-       "key_file": {"path", "owner", "group", "mode"} or null}
+       "key_file": {"path", "owner", "group", "mode"} or null, "key_path": path,
+       "files": [paths], "config_paths": [{"path", "owner", "group", "mode"}], "user": name,
+       "service": unit name}
 Answers: the NCCL env file's sha256 (when asked), where `current` resolves (as stat's lnk_source),
 whether nvidia-modprobe exists, which of the groups exist, the files in the unit's drop-in directory,
 the managed directories that are missing or whose owner, group or mode differ, whether the unit file
-exists, and whether the API key file is missing or has another owner, group or mode.
+exists, and whether the API key file is missing or has another owner, group or mode. For the fast
+path of a rerun (the role skips its install tasks when all of these match what it would write): the
+sha256, owner, group and mode of each of `files` (never the key file: its content is a secret), the
+configuration directories that drift, the service user's passwd entry and groups, whether the key
+file exists, and `systemctl is-enabled` / `is-active` of the service.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import hashlib
 import json
 import os
 import pwd
+import subprocess
 import sys
 from typing import Any
 
@@ -60,6 +67,53 @@ def path_drift(paths: list[dict[str, str]]) -> list[dict[str, str]]:
     return out
 
 
+def file_state(path: str) -> dict[str, str] | None:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    if not os.path.isfile(path) or os.path.islink(path):
+        return {"type": "not a regular file"}
+    return {
+        "sha256": sha256(path) or "",
+        "owner": name_of(pwd.getpwuid, st.st_uid),
+        "group": name_of(grp.getgrgid, st.st_gid),
+        "mode": f"{st.st_mode & 0o7777:04o}",
+    }
+
+
+def user_state(name: str) -> dict[str, Any] | None:
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        return None
+    return {
+        "group": name_of(grp.getgrgid, entry.pw_gid),
+        "groups": sorted(g.gr_name for g in grp.getgrall() if name in g.gr_mem),
+        "home": entry.pw_dir,
+        "shell": entry.pw_shell,
+        "comment": entry.pw_gecos,
+    }
+
+
+def group_exists(name: str) -> bool:
+    try:
+        grp.getgrnam(name)
+    except KeyError:
+        return False
+    return True
+
+
+def systemctl(verb: str, unit: str) -> str:
+    try:
+        done = subprocess.run(
+            ["systemctl", verb, unit], capture_output=True, text=True, check=False, timeout=30
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    return done.stdout.strip() or "unknown"
+
+
 def probe(spec: dict[str, Any]) -> dict[str, Any]:
     current = spec["current"]
     if os.path.islink(current):
@@ -91,6 +145,13 @@ def probe(spec: dict[str, Any]) -> dict[str, Any]:
         "unit_exists": os.path.isfile(spec["unit"]) if spec.get("unit") else False,
         # the key file's presence, owner and mode only (its content is a secret: never read here)
         "key_file": path_drift([spec["key_file"]]) if spec.get("key_file") else [],
+        "key_exists": os.path.lexists(spec["key_path"]) if spec.get("key_path") else False,
+        "files": {path: file_state(path) for path in spec.get("files", [])},
+        "config_drift": path_drift(spec.get("config_paths", [])),
+        "user": user_state(spec["user"]) if spec.get("user") else None,
+        "group_exists": group_exists(spec["group"]) if spec.get("group") else False,
+        "enabled": systemctl("is-enabled", spec["service"]) if spec.get("service") else "unknown",
+        "active": systemctl("is-active", spec["service"]) if spec.get("service") else "unknown",
     }
 
 

@@ -377,30 +377,30 @@ def dist_version(venv: Path, name: str) -> str:
 
 
 def listing(root: Path) -> list[dict[str, Any]]:
-    """Entries of root at depth 1 and 2 (hidden included): path, isdir, mtime (find's fields)."""
+    """Entries of root at depth 1 and 2 (hidden included): path, isdir, mtime (find's fields); a
+    symlink also has its target and numeric owner ("link", "uid", "gid"), e.g. launch-check.json."""
     entries: list[dict[str, Any]] = []
     try:
         top = list(os.scandir(root))
     except OSError:
         return entries
     for entry in top:
-        entries.append(
-            {
-                "path": entry.path,
-                "isdir": entry.is_dir(follow_symlinks=False),
-                "mtime": entry.stat(follow_symlinks=False).st_mtime,
-            }
-        )
+        entries.append(list_entry(entry))
         if entry.is_dir(follow_symlinks=False):
-            for sub in os.scandir(entry.path):
-                entries.append(
-                    {
-                        "path": sub.path,
-                        "isdir": sub.is_dir(follow_symlinks=False),
-                        "mtime": sub.stat(follow_symlinks=False).st_mtime,
-                    }
-                )
+            entries += [list_entry(sub) for sub in os.scandir(entry.path)]
     return entries
+
+
+def list_entry(entry: os.DirEntry[str]) -> dict[str, Any]:
+    st = entry.stat(follow_symlinks=False)
+    out: dict[str, Any] = {
+        "path": entry.path,
+        "isdir": entry.is_dir(follow_symlinks=False),
+        "mtime": st.st_mtime,
+    }
+    if entry.is_symlink():
+        out.update(link=os.readlink(entry.path), uid=st.st_uid, gid=st.st_gid)
+    return out
 
 
 def probe(spec: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""Read-only probe of what preflight needs from the host, in one round trip.
+
+usage: host_probe.py SPEC_JSON      (prints one JSON document on stdout; changes nothing)
+SPEC: {"smi_candidates": [paths], "root": absolute path}
+Answers: "nvidia_smi": the first candidate that is an executable file ("" when none);
+"root": {"path": the nearest existing ancestor of root (root itself when it exists), "realpath": it
+with symlinks resolved, "mount": the mount point holding it, "size_available": bytes free there for
+an unprivileged user (statvfs f_bavail * f_frsize, what df shows as Avail)}.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+import sys
+from typing import Any
+
+
+def nearest_existing(path: str) -> str:
+    current = posixpath.normpath(path)
+    while not os.path.lexists(current) and current != "/":
+        current = posixpath.dirname(current)
+    return current
+
+
+def mount_point(path: str) -> str:
+    current = path
+    while not os.path.ismount(current) and current != "/":
+        current = posixpath.dirname(current)
+    return current
+
+
+def probe(spec: dict[str, Any]) -> dict[str, Any]:
+    smi = next((p for p in spec.get("smi_candidates", []) if os.path.isfile(p) and os.access(p, os.X_OK)), "")
+    root = str(spec["root"])
+    if not root.startswith("/"):
+        raise SystemExit(f"root must be an absolute path, got {root!r}")
+    nearest = nearest_existing(root)
+    real = os.path.realpath(nearest)
+    fs = os.statvfs(real)
+    return {
+        "nvidia_smi": smi,
+        "root": {
+            "path": nearest,
+            "realpath": real,
+            "mount": mount_point(real),
+            "size_available": fs.f_bavail * fs.f_frsize,
+        },
+    }
+
+
+if __name__ == "__main__":
+    print(json.dumps(probe(json.loads(sys.argv[1])), sort_keys=True))
