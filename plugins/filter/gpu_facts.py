@@ -14,7 +14,6 @@ Inputs are the texts of
 from __future__ import annotations
 
 import csv
-import posixpath
 import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypedDict
@@ -223,58 +222,6 @@ def parse_topology(text: str) -> Topology:
     )
 
 
-def path_ancestors(path: str) -> list[str]:
-    """`/opt/sglang/x` -> [`/opt/sglang/x`, `/opt/sglang`, `/opt`, `/`] (normalized, absolute only)."""
-    if not isinstance(path, str) or not path.startswith("/"):
-        raise ValueError(f"not an absolute path: {path!r}")
-    current = posixpath.normpath(path)
-    if current.startswith("//"):
-        current = "/" + current.lstrip("/")
-    out = [current]
-    while current != "/":
-        current = posixpath.dirname(current)
-        out.append(current)
-    return out
-
-
-def mount_for(path: str, mounts: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """The entry of `ansible_facts.mounts` whose mount point holds `path` (longest prefix wins)."""
-    norm = posixpath.normpath(path)
-    best: dict[str, Any] | None = None
-    for mount in mounts:
-        point = str(mount.get("mount", ""))
-        if not point.startswith("/"):
-            continue
-        if (point in (norm, "/") or norm.startswith(point.rstrip("/") + "/")) and (
-            best is None or len(point) > len(str(best["mount"]))
-        ):
-            best = dict(mount)
-    if best is None:
-        raise ValueError(f"no mount in ansible_facts.mounts holds {path!r}")
-    return best
-
-
-def nearest_existing(stat_results: Iterable[Mapping[str, Any]]) -> dict[str, str]:
-    """Nearest existing path among `ansible.builtin.stat` loop results over `path_ancestors`.
-
-    Returns {"path": nearest existing ancestor, "realpath": it with symlinks resolved}: the
-    deepest symlink at or above it is replaced by its `lnk_source` (stat's fully resolved target).
-    """
-    results = [r for r in stat_results if isinstance(r.get("stat"), Mapping)]
-    existing = [r for r in results if r["stat"].get("exists")]
-    if not existing:
-        raise ValueError("none of the stat'ed paths exists (not even /)")
-    nearest = str(existing[0]["item"])
-    resolved = nearest
-    for r in existing:  # deepest first
-        item = str(r["item"])
-        if r["stat"].get("islnk") and r["stat"].get("lnk_source"):
-            suffix = nearest[len(item) :] if item != "/" else nearest
-            resolved = posixpath.normpath(str(r["stat"]["lnk_source"]) + "/" + suffix.lstrip("/"))
-            break
-    return {"path": nearest, "realpath": resolved}
-
-
 class FilterModule:
     """Ansible entry point: the filters of the preflight role."""
 
@@ -284,7 +231,4 @@ class FilterModule:
             "preflight_gpu_summary": summarize_gpus,
             "preflight_gpu_topology": parse_topology,
             "preflight_driver_branch": driver_branch,
-            "preflight_path_ancestors": path_ancestors,
-            "preflight_mount_for": mount_for,
-            "preflight_nearest_existing": nearest_existing,
         }
