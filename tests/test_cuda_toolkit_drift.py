@@ -1,4 +1,4 @@
-"""The cuda_toolkit role's drift logic: the probe script (roles/cuda_toolkit/files/cuda_probe.py) on a
+"""The cuda_toolkit role's drift logic: the probe module (plugins/modules/cuda_toolkit_probe.py) on a
 toolkit home made here, and the filters that turn its answer into repairs."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 from modload import REPO, load_module
 
-probe_mod = load_module("cuda_probe", REPO / "roles" / "cuda_toolkit" / "files" / "cuda_probe.py")
+probe_mod = load_module("cuda_probe", REPO / "plugins" / "modules" / "cuda_toolkit_probe.py")
 filters = load_module("cuda_toolkit_filters", REPO / "plugins" / "filter" / "cuda_toolkit.py")
 
 NVCC = """#!/bin/sh

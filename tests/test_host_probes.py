@@ -16,9 +16,9 @@ from pathlib import Path
 
 from modload import REPO, load_module
 
-host_probe = load_module("host_probe", REPO / "roles/preflight/files/host_probe.py")
-env_probe = load_module("env_probe", REPO / "roles/nccl_env/files/env_probe.py")
-service_probe = load_module("service_probe", REPO / "roles/sglang_service/files/service_probe.py")
+host_probe = load_module("host_probe", REPO / "plugins/modules/preflight_host_probe.py")
+env_probe = load_module("env_probe", REPO / "plugins/modules/nccl_env_probe.py")
+service_probe = load_module("service_probe", REPO / "plugins/modules/sglang_service_probe.py")
 
 
 def test_host_probe_nearest_parent_free_space_and_smi(tmp_path: Path) -> None:
@@ -43,12 +43,23 @@ def test_host_probe_nearest_parent_free_space_and_smi(tmp_path: Path) -> None:
     assert abs(root["size_available"] - fs.f_bavail * fs.f_frsize) < 64 * 1024 * 1024
     assert os.path.ismount(root["mount"])
     assert str(tmp_path / "bin").startswith(root["mount"])
-    # as the role runs it: a script with one JSON argument, one JSON document out
-    script = REPO / "roles/preflight/files/host_probe.py"
+    # as the role runs it: the collection's module through ansible (args, check mode, exit_json)
+    ansible = Path(sys.executable).parent / "ansible"
+    env = {
+        **os.environ,
+        "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1",
+        "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json",
+    }
     done = subprocess.run(
-        [sys.executable, str(script), json.dumps(spec)], capture_output=True, text=True, check=True
-    )
-    assert json.loads(done.stdout)["root"]["path"] == str(link)
+        [str(ansible), "localhost", "-c", "local", "--check", "-m", "sglang.deploy.preflight_host_probe",
+         "-a", json.dumps({"spec": spec})],
+        cwd=REPO, env=env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    result = json.JSONDecoder().raw_decode(done.stdout[done.stdout.index("{") :])[0]["plays"][0]["tasks"][0][
+        "hosts"
+    ]["localhost"]
+    assert result["changed"] is False
+    assert result["probe"]["root"]["path"] == str(link)
 
 
 def test_env_probe_file_and_dir_state(tmp_path: Path) -> None:

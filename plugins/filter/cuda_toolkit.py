@@ -1,4 +1,4 @@
-"""Filters of the cuda_toolkit role: what the probe (files/cuda_probe.py) found drifted.
+"""Filters of the cuda_toolkit role: what the probe (module sglang.deploy.cuda_toolkit_probe) found drifted.
 
 Pure functions, unit-tested in tests/test_cuda_toolkit_drift.py.
 """

@@ -1,7 +1,8 @@
-#!/usr/bin/env python3
+#!/usr/bin/python
+# Copyright: sglang-deploy contributors
 """Read-only probe of what preflight needs from the host, in one round trip.
 
-usage: host_probe.py SPEC_JSON      (prints one JSON document on stdout; changes nothing)
+module: sglang.deploy.preflight_host_probe (returns `probe`; changes nothing)
 SPEC: {"smi_candidates": [paths], "root": absolute path}
 Answers: "nvidia_smi": the first candidate that is an executable file ("" when none);
 "root": {"path": the nearest existing ancestor of root (root itself when it exists), "realpath": it
@@ -11,11 +12,32 @@ an unprivileged user (statvfs f_bavail * f_frsize, what df shows as Avail)}.
 
 from __future__ import annotations
 
-import json
 import os
 import posixpath
-import sys
 from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule  # type: ignore[import-untyped]
+
+DOCUMENTATION = r"""
+module: preflight_host_probe
+short_description: Read-only probe of what preflight needs (nvidia-smi, free space under sglang_root)
+description:
+  - Reads the host and returns what it found; changes nothing (check mode supported).
+  - One module call is one round trip over a pipelined connection (a script upload is five).
+options:
+  spec:
+    description: "What to probe: smi_candidates: [paths], root: absolute path."
+    type: dict
+    required: true
+author: sglang-deploy contributors
+"""
+
+RETURN = r"""
+probe:
+  description: The answers (see the module's docstring).
+  returned: always
+  type: dict
+"""
 
 
 def nearest_existing(path: str) -> str:
@@ -51,5 +73,12 @@ def probe(spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={"spec": {"type": "dict", "required": True}}, supports_check_mode=True
+    )
+    module.exit_json(changed=False, probe=probe(module.params["spec"]))
+
+
 if __name__ == "__main__":
-    print(json.dumps(probe(json.loads(sys.argv[1])), sort_keys=True))
+    main()

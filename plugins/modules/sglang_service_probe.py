@@ -1,7 +1,8 @@
-#!/usr/bin/env python3
+#!/usr/bin/python
+# Copyright: sglang-deploy contributors
 """Read-only probe of the service's inputs and managed paths on the host, in one round trip.
 
-usage: service_probe.py SPEC_JSON      (prints one JSON document on stdout; changes nothing)
+module: sglang.deploy.sglang_service_probe (returns `probe`; changes nothing)
 SPEC: {"nccl_env": path or "", "current": path, "modprobe": path, "groups": [names],
        "dropin_dir": path, "paths": [{"path", "owner", "group", "mode"}], "unit": path,
        "key_file": {"path", "owner", "group", "mode"} or null, "key_path": path,
@@ -21,12 +22,33 @@ from __future__ import annotations
 
 import grp
 import hashlib
-import json
 import os
 import pwd
 import subprocess
-import sys
 from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule  # type: ignore[import-untyped]
+
+DOCUMENTATION = r"""
+module: sglang_service_probe
+short_description: Read-only probe of the SGLang service's inputs and managed state on a host
+description:
+  - Reads the host and returns what it found; changes nothing (check mode supported).
+  - One module call is one round trip over a pipelined connection (a script upload is five).
+options:
+  spec:
+    description: "What to probe: see the module's docstring."
+    type: dict
+    required: true
+author: sglang-deploy contributors
+"""
+
+RETURN = r"""
+probe:
+  description: The answers (see the module's docstring).
+  returned: always
+  type: dict
+"""
 
 
 def sha256(path: str) -> str | None:
@@ -155,5 +177,12 @@ def probe(spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={"spec": {"type": "dict", "required": True}}, supports_check_mode=True
+    )
+    module.exit_json(changed=False, probe=probe(module.params["spec"]))
+
+
 if __name__ == "__main__":
-    print(json.dumps(probe(json.loads(sys.argv[1])), sort_keys=True))
+    main()

@@ -1,7 +1,7 @@
-#!/usr/bin/env python3
+#!/usr/bin/python
 """Read-only probe of the CUDA toolkit on the host, in one round trip (run by the host's python3).
 
-usage: cuda_probe.py SPEC_JSON      (prints one JSON document on stdout; changes nothing)
+module: sglang.deploy.cuda_toolkit_probe (returns `probe`; SPEC is its `spec` option)
 SPEC: {"home": CUDA_HOME, "packages": [dpkg names], "needed": [files under home], "selftest_state": path,
        "selftest_key": str, "wheel": {"venv": path, "prefix": path, "links": [names]} (wheel method),
        "files": {path: {"owner", "group", "mode"}}}
@@ -19,9 +19,31 @@ import json
 import os
 import pwd
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule  # type: ignore[import-untyped]
+
+DOCUMENTATION = r"""
+module: cuda_toolkit_probe
+short_description: Read-only probe of the CUDA toolkit (prerequisites, nvcc, self-test cache, wheel venv)
+description:
+  - Reads the host and returns what it found (check mode supported); see the module's docstring.
+  - One module call is one round trip over a pipelined connection (a script upload is five).
+options:
+  spec:
+    description: "What to probe: home, packages, needed, selftest_state, selftest_key, wheel, files."
+    type: dict
+    required: true
+author: sglang-deploy contributors
+"""
+
+RETURN = r"""
+probe:
+  description: The answers (see the module's docstring).
+  returned: always
+  type: dict
+"""
 
 
 def sha256(path: Path) -> str | None:
@@ -156,5 +178,11 @@ def probe(spec: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def main() -> None:
+    spec = {"spec": {"type": "dict", "required": True}}
+    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    module.exit_json(changed=False, probe=probe(module.params["spec"]))
+
+
 if __name__ == "__main__":
-    print(json.dumps(probe(json.loads(sys.argv[1])), sort_keys=True))
+    main()

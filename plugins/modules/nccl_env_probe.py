@@ -1,7 +1,8 @@
-#!/usr/bin/env python3
+#!/usr/bin/python
+# Copyright: sglang-deploy contributors
 """Read-only probe of the NCCL environment file and its directory, in one round trip.
 
-usage: env_probe.py SPEC_JSON      (prints one JSON document on stdout; changes nothing)
+module: sglang.deploy.nccl_env_probe (returns `probe`; changes nothing)
 SPEC: {"file": path}
 Answers: "file": {"sha256", "owner", "group", "mode"} of the file (null when missing; {"type": ...}
 when it is not a regular file), "dir": {"owner", "group", "mode"} of its directory (null when
@@ -13,12 +14,33 @@ from __future__ import annotations
 import contextlib
 import grp
 import hashlib
-import json
 import os
 import pwd
 import stat
-import sys
 from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule  # type: ignore[import-untyped]
+
+DOCUMENTATION = r"""
+module: nccl_env_probe
+short_description: Read-only probe of the NCCL environment file and its directory (sha256, owner, group, mode)
+description:
+  - Reads the host and returns what it found; changes nothing (check mode supported).
+  - One module call is one round trip over a pipelined connection (a script upload is five).
+options:
+  spec:
+    description: "What to probe: file: path."
+    type: dict
+    required: true
+author: sglang-deploy contributors
+"""
+
+RETURN = r"""
+probe:
+  description: The answers (see the module's docstring).
+  returned: always
+  type: dict
+"""
 
 
 def owner_mode(st: os.stat_result) -> dict[str, str]:
@@ -53,5 +75,12 @@ def probe(spec: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={"spec": {"type": "dict", "required": True}}, supports_check_mode=True
+    )
+    module.exit_json(changed=False, probe=probe(module.params["spec"]))
+
+
 if __name__ == "__main__":
-    print(json.dumps(probe(json.loads(sys.argv[1])), sort_keys=True))
+    main()

@@ -1,8 +1,8 @@
-#!/usr/bin/env python3
+#!/usr/bin/python
 """Read-only probe of the stack on a host, and audit of a release venv against its lock and receipt
 (run by the host's python3 in one round trip; it changes nothing but its own cache file).
 
-usage: stack_audit.py SPEC_JSON        (prints one JSON document on stdout)
+module: sglang.deploy.sglang_stack_audit (returns `probe`; SPEC is its `spec` option)
 SPEC: {"packages": [dpkg names], "paths": [{"path", "owner", "group", "mode"}], "uv": {"venv", "version"},
        "current": path, "releases_dir": path,
        "release": {"dir": path, "touched": [site-packages relative paths], "patched_dists": [names],
@@ -33,12 +33,12 @@ import hashlib
 import json
 import os
 import re
-import sys
 import time
-from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule  # type: ignore[import-untyped]
 
 _NAME = re.compile(r"[-_.]+")
 _PIN = re.compile(
@@ -46,6 +46,28 @@ _PIN = re.compile(
 )
 CHUNK = 1 << 20
 LISTED = 5  # files named per drifted distribution
+
+
+DOCUMENTATION = r"""
+module: sglang_stack_audit
+short_description: Read-only probe of the stack on a host and audit of a release venv against its lock
+description:
+  - Reads the host and returns what it found (check mode supported); see the module's docstring.
+  - One module call is one round trip over a pipelined connection (a script upload is five).
+options:
+  spec:
+    description: "What to probe: packages, paths, uv, current, releases_dir, release."
+    type: dict
+    required: true
+author: sglang-deploy contributors
+"""
+
+RETURN = r"""
+probe:
+  description: The answers (see the module's docstring).
+  returned: always
+  type: dict
+"""
 
 
 def canon(name: str) -> str:
@@ -424,11 +446,11 @@ def probe(spec: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def main(argv: Iterable[str]) -> int:
-    spec: dict[str, Any] = json.loads(next(iter(argv)))
-    print(json.dumps(probe(spec), sort_keys=True))
-    return 0
+def main() -> None:
+    spec = {"spec": {"type": "dict", "required": True}}
+    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    module.exit_json(changed=False, probe=probe(module.params["spec"]))
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    main()
