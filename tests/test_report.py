@@ -174,6 +174,8 @@ def test_junit(tmp_path: Path) -> None:
         ("port 30000 is fine", "port 30000 is fine"),
         # counts named *_tokens are not secrets
         ("--speculative-num-draft-tokens 4", "--speculative-num-draft-tokens 4"),
+        ("drift: /etc/sglang/api-key.env: missing", "drift: /etc/sglang/api-key.env: missing"),
+        ("SGLANG_API_KEY=abcdef123", f"SGLANG_API_KEY={MASK}"),
         ("max_new_tokens: 16, hf_token=hf_abcdef", f"max_new_tokens: 16, hf_token={MASK}"),
     ],
 )

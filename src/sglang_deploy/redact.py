@@ -19,9 +19,10 @@ _PATTERNS = (
     re.compile(
         r"(--[\w-]{0,40}(?:api[_-]?key|token(?!s)|password|secret)[\w-]{0,40}[ =])([^\s\\\"']+)", re.I
     ),
-    # name=value / name: value / "name": "value" with a secret-looking name
+    # name=value / name: value / "name": "value" with a secret-looking name (not the last part of a
+    # path: "/etc/sglang/api-key.env: missing" names a file, it quotes no secret)
     re.compile(
-        r"""(["']?[\w.-]{0,64}(?:api[_-]?key|token(?!s)|secret|passw(?:or)?d)[\w.-]{0,64}["']?\s*[:=]\s*["']?)([^\s"',})\]\\]+)""",
+        r"""((?<![\w.\-/])["']?[\w.-]{0,64}(?:api[_-]?key|token(?!s)|secret|passw(?:or)?d)[\w.-]{0,64}["']?\s*[:=]\s*["']?)([^\s"',})\]\\]+)""",
         re.I,
     ),
     re.compile(r"((?:Bearer|Basic)\s+)([A-Za-z0-9._~+/=-]{6,})", re.I),

@@ -54,7 +54,7 @@ TAMPERS: dict[str, tuple[str, str, str]] = {
         "rm -f /etc/sglang/api-key.env",
         # the write itself is no_log: this report names the file (never its content)
         "sglang_service : Report a missing API key file or its drifted owner or mode (drift)",
-        ": missing",  # the CLI masks the path (the value of sglang_api_key_file, a secret-named variable)
+        "/etc/sglang/api-key.env: missing",  # a path is not a secret: the CLI leaves it readable
     ),
     "service_stopped_and_disabled": (
         "systemctl disable --now sglang-kimi.service",
