@@ -9,6 +9,10 @@ from pathlib import Path
 from types import ModuleType
 
 REPO = Path(__file__).resolve().parents[1]
+# The probe modules import the collection's module_utils by FQCN (as Ansible ships them):
+# scripts/bootstrap links .collections/ansible_collections/sglang/deploy to the repository root.
+if str(REPO / ".collections") not in sys.path:
+    sys.path.insert(0, str(REPO / ".collections"))
 
 
 def load_module(name: str, path: Path) -> ModuleType:

@@ -74,6 +74,20 @@ def test_env_probe_file_and_dir_state(tmp_path: Path) -> None:
     assert out["file"] == {"sha256": hashlib.sha256(b"NCCL_P2P_LEVEL=SYS\n").hexdigest(),
                            "owner": me, "group": group, "mode": "0640"}  # fmt: skip
     assert out["dir"] == {"owner": me, "group": group, "mode": "0750"}
+    # through ansible: the module ships the collection's module_utils (host_state) with it
+    ansible = Path(sys.executable).parent / "ansible"
+    cb = {
+        **os.environ,
+        "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1",
+        "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json",
+    }
+    done = subprocess.run(
+        [str(ansible), "localhost", "-c", "local", "-m", "sglang.deploy.nccl_env_probe",
+         "-a", json.dumps({"spec": {"file": str(env)}})],
+        cwd=REPO, env=cb, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    plays = json.JSONDecoder().raw_decode(done.stdout[done.stdout.index("{") :])[0]["plays"]
+    assert plays[0]["tasks"][0]["hosts"]["localhost"]["probe"] == out
     env.unlink()
     env.symlink_to(tmp_path)
     assert env_probe.probe({"file": str(env)})["file"] == {"type": "not a regular file"}

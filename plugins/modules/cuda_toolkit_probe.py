@@ -13,16 +13,19 @@ site-packages and where each prefix link points; sha256/owner/group/mode of the 
 
 from __future__ import annotations
 
-import grp
 import hashlib
 import json
 import os
-import pwd
 import subprocess
 from pathlib import Path
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule  # type: ignore[import-untyped]
+from ansible_collections.sglang.deploy.plugins.module_utils.host_state import (
+    owner_mode,
+    sha256,
+    site_packages,
+)
 
 DOCUMENTATION = r"""
 module: cuda_toolkit_probe
@@ -44,18 +47,6 @@ probe:
   returned: always
   type: dict
 """
-
-
-def sha256(path: Path) -> str | None:
-    try:
-        with open(path, "rb") as fh:
-            return (
-                hashlib.file_digest(fh, "sha256").hexdigest()
-                if hasattr(hashlib, "file_digest")
-                else hashlib.sha256(fh.read()).hexdigest()
-            )
-    except OSError:
-        return None
 
 
 def dpkg_status() -> dict[str, str]:
@@ -103,11 +94,6 @@ def nvcc_info(home: Path) -> dict[str, Any]:
     return {"exists": True, "executable": True, "version": out, "sha256": sha256(nvcc.resolve())}
 
 
-def site_packages(venv: Path) -> Path | None:
-    found = sorted(venv.glob("lib/python3*/site-packages"))
-    return found[0] if found else None
-
-
 def dist_version(purelib: Path, name: str) -> str:
     for info in purelib.glob("*.dist-info"):
         try:
@@ -126,18 +112,10 @@ def file_state(path: str) -> dict[str, Any]:
     except OSError:
         return {"exists": False}
 
-    def name(lookup: Any, ident: int) -> str:
-        try:
-            return str(lookup(ident)[0])
-        except KeyError:
-            return str(ident)
-
     return {
         "exists": True,
-        "sha256": sha256(Path(path)) if os.path.isfile(path) else None,
-        "owner": name(pwd.getpwuid, st.st_uid),
-        "group": name(grp.getgrgid, st.st_gid),
-        "mode": f"{st.st_mode & 0o7777:04o}",
+        "sha256": sha256(path) if os.path.isfile(path) else None,
+        **owner_mode(st),
         "isdir": os.path.isdir(path),
     }
 

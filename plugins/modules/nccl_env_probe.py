@@ -12,14 +12,12 @@ missing). render.yml skips its tasks when both are what they would leave.
 from __future__ import annotations
 
 import contextlib
-import grp
-import hashlib
 import os
-import pwd
 import stat
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule  # type: ignore[import-untyped]
+from ansible_collections.sglang.deploy.plugins.module_utils.host_state import owner_mode, sha256
 
 DOCUMENTATION = r"""
 module: nccl_env_probe
@@ -43,20 +41,6 @@ probe:
 """
 
 
-def owner_mode(st: os.stat_result) -> dict[str, str]:
-    def name(lookup: Any, ident: int) -> str:
-        try:
-            return str(lookup(ident)[0])
-        except KeyError:
-            return str(ident)
-
-    return {
-        "owner": name(pwd.getpwuid, st.st_uid),
-        "group": name(grp.getgrgid, st.st_gid),
-        "mode": f"{st.st_mode & 0o7777:04o}",
-    }
-
-
 def probe(spec: dict[str, Any]) -> dict[str, Any]:
     path = str(spec["file"])
     out: dict[str, Any] = {"file": None, "dir": None}
@@ -66,8 +50,7 @@ def probe(spec: dict[str, Any]) -> dict[str, Any]:
         pass
     else:
         if stat.S_ISREG(st.st_mode):
-            with open(path, "rb") as fh:
-                out["file"] = {"sha256": hashlib.sha256(fh.read()).hexdigest(), **owner_mode(st)}
+            out["file"] = {"sha256": sha256(path) or "", **owner_mode(st)}
         else:
             out["file"] = {"type": "not a regular file"}
     with contextlib.suppress(OSError):

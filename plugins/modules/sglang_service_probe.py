@@ -21,13 +21,18 @@ file exists, and `systemctl is-enabled` / `is-active` of the service.
 from __future__ import annotations
 
 import grp
-import hashlib
 import os
 import pwd
 import subprocess
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule  # type: ignore[import-untyped]
+from ansible_collections.sglang.deploy.plugins.module_utils.host_state import (
+    name_of,
+    owner_mode,
+    path_drift,
+    sha256,
+)
 
 DOCUMENTATION = r"""
 module: sglang_service_probe
@@ -51,44 +56,6 @@ probe:
 """
 
 
-def sha256(path: str) -> str | None:
-    try:
-        with open(path, "rb") as fh:
-            return hashlib.sha256(fh.read()).hexdigest()
-    except OSError:
-        return None
-
-
-def name_of(lookup: Any, ident: int) -> str:
-    try:
-        return str(lookup(ident)[0])
-    except KeyError:
-        return str(ident)
-
-
-def path_drift(paths: list[dict[str, str]]) -> list[dict[str, str]]:
-    out: list[dict[str, str]] = []
-    for want in paths:
-        try:
-            st = os.lstat(want["path"])
-        except OSError:
-            out.append({"path": want["path"], "why": "missing"})
-            continue
-        have = {
-            "owner": name_of(pwd.getpwuid, st.st_uid),
-            "group": name_of(grp.getgrgid, st.st_gid),
-            "mode": f"{st.st_mode & 0o7777:04o}",
-        }
-        diff = [
-            f"{k} {have[k]} (want {want[k]})"
-            for k in ("owner", "group", "mode")
-            if k in want and have[k] != want[k]
-        ]
-        if diff:
-            out.append({"path": want["path"], "why": ", ".join(diff)})
-    return out
-
-
 def file_state(path: str) -> dict[str, str] | None:
     try:
         st = os.lstat(path)
@@ -98,9 +65,7 @@ def file_state(path: str) -> dict[str, str] | None:
         return {"type": "not a regular file"}
     return {
         "sha256": sha256(path) or "",
-        "owner": name_of(pwd.getpwuid, st.st_uid),
-        "group": name_of(grp.getgrgid, st.st_gid),
-        "mode": f"{st.st_mode & 0o7777:04o}",
+        **owner_mode(st),
     }
 
 

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule  # type: ignore[import-untyped]
+from ansible_collections.sglang.deploy.plugins.module_utils.host_state import path_drift, site_packages
 
 _NAME = re.compile(r"[-_.]+")
 _PIN = re.compile(
@@ -91,11 +92,6 @@ def parse_lock(text: str) -> dict[str, dict[str, Any]]:
         if current and line.startswith("--hash="):
             pins[current]["hashed"] = True
     return pins
-
-
-def site_packages(venv: Path) -> Path | None:
-    found = sorted(venv.glob("lib/python3*/site-packages"))
-    return found[0] if found else None
 
 
 def installed(purelib: Path) -> dict[str, dict[str, str]]:
@@ -357,40 +353,6 @@ def dpkg_missing(names: list[str], status: Path = Path("/var/lib/dpkg/status")) 
         if fields.get("Status", "").strip() == "install ok installed":
             ok.add(fields.get("Package", "").strip())
     return [n for n in names if n not in ok]
-
-
-def path_drift(paths: list[dict[str, str]]) -> list[dict[str, str]]:
-    """Managed directories that are missing or whose owner, group or mode differ."""
-    import grp  # noqa: PLC0415
-    import pwd  # noqa: PLC0415
-
-    out: list[dict[str, str]] = []
-    for want in paths:
-        try:
-            st = os.lstat(want["path"])
-        except OSError:
-            out.append({"path": want["path"], "why": "missing"})
-            continue
-        have = {
-            "owner": _name(pwd.getpwuid, st.st_uid),
-            "group": _name(grp.getgrgid, st.st_gid),
-            "mode": f"{st.st_mode & 0o7777:04o}",
-        }
-        diff = [
-            f"{k} {have[k]} (want {want[k]})"
-            for k in ("owner", "group", "mode")
-            if k in want and have[k] != want[k]
-        ]
-        if diff:
-            out.append({"path": want["path"], "why": ", ".join(diff)})
-    return out
-
-
-def _name(lookup: Any, ident: int) -> str:
-    try:
-        return str(lookup(ident)[0])
-    except KeyError:
-        return str(ident)
 
 
 def dist_version(venv: Path, name: str) -> str:
