@@ -1,6 +1,7 @@
 """What the probe modules read of a host's files, shared by them (plugins/modules/*_probe.py and
 sglang_stack_audit.py; Ansible ships this file with each module that imports it): a file's sha256,
-owner/group/mode by name, the managed paths whose owner/group/mode drifted, a venv's site-packages."""
+owner/group/mode by name, the managed paths whose owner/group/mode drifted, a venv's site-packages,
+and the one `main` they all have (`exit_with_probe`)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,11 @@ import grp
 import hashlib
 import os
 import pwd
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule  # type: ignore[import-untyped]
 
 
 def sha256(path: str | Path) -> str | None:
@@ -64,3 +68,11 @@ def site_packages(venv: Path) -> Path | None:
     """The venv's lib/python3*/site-packages (None when it has none)."""
     found = sorted(venv.glob("lib/python3*/site-packages"))
     return found[0] if found else None
+
+
+def exit_with_probe(probe: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+    """A probe module's whole run: its `spec` option in, `probe` out, never changed (check mode too)."""
+    module = AnsibleModule(
+        argument_spec={"spec": {"type": "dict", "required": True}}, supports_check_mode=True
+    )
+    module.exit_json(changed=False, probe=probe(module.params["spec"]))

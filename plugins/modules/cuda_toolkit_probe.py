@@ -20,8 +20,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from ansible.module_utils.basic import AnsibleModule  # type: ignore[import-untyped]
 from ansible_collections.sglang.deploy.plugins.module_utils.host_state import (
+    exit_with_probe,
     owner_mode,
     sha256,
     site_packages,
@@ -31,22 +31,11 @@ DOCUMENTATION = r"""
 module: cuda_toolkit_probe
 short_description: Read-only probe of the CUDA toolkit (prerequisites, nvcc, self-test cache, wheel venv)
 description:
-  - Reads the host and returns what it found (check mode supported); see the module's docstring.
-  - One module call is one round trip over a pipelined connection (a script upload is five).
-options:
-  spec:
-    description: "What to probe: home, packages, needed, selftest_state, selftest_key, wheel, files."
-    type: dict
-    required: true
-author: sglang-deploy contributors
+  - "The keys of O(spec): home, packages, needed, selftest_state, selftest_key, wheel, files."
+extends_documentation_fragment: [sglang.deploy.probe]
 """
 
-RETURN = r"""
-probe:
-  description: The answers (see the module's docstring).
-  returned: always
-  type: dict
-"""
+RETURN = r"""probe: {description: The answers the docstring lists., returned: always, type: dict}"""
 
 
 def dpkg_status() -> dict[str, str]:
@@ -157,9 +146,7 @@ def probe(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> None:
-    spec = {"spec": {"type": "dict", "required": True}}
-    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
-    module.exit_json(changed=False, probe=probe(module.params["spec"]))
+    exit_with_probe(probe)
 
 
 if __name__ == "__main__":

@@ -16,29 +16,21 @@ import os
 import stat
 from typing import Any
 
-from ansible.module_utils.basic import AnsibleModule  # type: ignore[import-untyped]
-from ansible_collections.sglang.deploy.plugins.module_utils.host_state import owner_mode, sha256
+from ansible_collections.sglang.deploy.plugins.module_utils.host_state import (
+    exit_with_probe,
+    owner_mode,
+    sha256,
+)
 
 DOCUMENTATION = r"""
 module: nccl_env_probe
 short_description: Read-only probe of the NCCL environment file and its directory (sha256, owner, group, mode)
 description:
-  - Reads the host and returns what it found; changes nothing (check mode supported).
-  - One module call is one round trip over a pipelined connection (a script upload is five).
-options:
-  spec:
-    description: "What to probe: file: path."
-    type: dict
-    required: true
-author: sglang-deploy contributors
+  - "The keys of O(spec): file: path."
+extends_documentation_fragment: [sglang.deploy.probe]
 """
 
-RETURN = r"""
-probe:
-  description: The answers (see the module's docstring).
-  returned: always
-  type: dict
-"""
+RETURN = r"""probe: {description: The answers the docstring lists., returned: always, type: dict}"""
 
 
 def probe(spec: dict[str, Any]) -> dict[str, Any]:
@@ -59,10 +51,7 @@ def probe(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec={"spec": {"type": "dict", "required": True}}, supports_check_mode=True
-    )
-    module.exit_json(changed=False, probe=probe(module.params["spec"]))
+    exit_with_probe(probe)
 
 
 if __name__ == "__main__":

@@ -16,28 +16,17 @@ import os
 import posixpath
 from typing import Any
 
-from ansible.module_utils.basic import AnsibleModule  # type: ignore[import-untyped]
+from ansible_collections.sglang.deploy.plugins.module_utils.host_state import exit_with_probe
 
 DOCUMENTATION = r"""
 module: preflight_host_probe
 short_description: Read-only probe of what preflight needs (nvidia-smi, free space under sglang_root)
 description:
-  - Reads the host and returns what it found; changes nothing (check mode supported).
-  - One module call is one round trip over a pipelined connection (a script upload is five).
-options:
-  spec:
-    description: "What to probe: smi_candidates: [paths], root: absolute path."
-    type: dict
-    required: true
-author: sglang-deploy contributors
+  - "The keys of O(spec): smi_candidates: [paths], root: absolute path."
+extends_documentation_fragment: [sglang.deploy.probe]
 """
 
-RETURN = r"""
-probe:
-  description: The answers (see the module's docstring).
-  returned: always
-  type: dict
-"""
+RETURN = r"""probe: {description: The answers the docstring lists., returned: always, type: dict}"""
 
 
 def nearest_existing(path: str) -> str:
@@ -74,10 +63,7 @@ def probe(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec={"spec": {"type": "dict", "required": True}}, supports_check_mode=True
-    )
-    module.exit_json(changed=False, probe=probe(module.params["spec"]))
+    exit_with_probe(probe)
 
 
 if __name__ == "__main__":

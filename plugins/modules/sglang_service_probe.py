@@ -26,8 +26,8 @@ import pwd
 import subprocess
 from typing import Any
 
-from ansible.module_utils.basic import AnsibleModule  # type: ignore[import-untyped]
 from ansible_collections.sglang.deploy.plugins.module_utils.host_state import (
+    exit_with_probe,
     name_of,
     owner_mode,
     path_drift,
@@ -38,22 +38,11 @@ DOCUMENTATION = r"""
 module: sglang_service_probe
 short_description: Read-only probe of the SGLang service's inputs and managed state on a host
 description:
-  - Reads the host and returns what it found; changes nothing (check mode supported).
-  - One module call is one round trip over a pipelined connection (a script upload is five).
-options:
-  spec:
-    description: "What to probe: see the module's docstring."
-    type: dict
-    required: true
-author: sglang-deploy contributors
+  - "The keys of O(spec): see the module's docstring."
+extends_documentation_fragment: [sglang.deploy.probe]
 """
 
-RETURN = r"""
-probe:
-  description: The answers (see the module's docstring).
-  returned: always
-  type: dict
-"""
+RETURN = r"""probe: {description: The answers the docstring lists., returned: always, type: dict}"""
 
 
 def file_state(path: str) -> dict[str, str] | None:
@@ -143,10 +132,7 @@ def probe(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec={"spec": {"type": "dict", "required": True}}, supports_check_mode=True
-    )
-    module.exit_json(changed=False, probe=probe(module.params["spec"]))
+    exit_with_probe(probe)
 
 
 if __name__ == "__main__":

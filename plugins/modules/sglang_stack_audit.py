@@ -38,8 +38,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from ansible.module_utils.basic import AnsibleModule  # type: ignore[import-untyped]
-from ansible_collections.sglang.deploy.plugins.module_utils.host_state import path_drift, site_packages
+from ansible_collections.sglang.deploy.plugins.module_utils.host_state import (
+    exit_with_probe,
+    path_drift,
+    site_packages,
+)
 
 _NAME = re.compile(r"[-_.]+")
 _PIN = re.compile(
@@ -53,22 +56,11 @@ DOCUMENTATION = r"""
 module: sglang_stack_audit
 short_description: Read-only probe of the stack on a host and audit of a release venv against its lock
 description:
-  - Reads the host and returns what it found (check mode supported); see the module's docstring.
-  - One module call is one round trip over a pipelined connection (a script upload is five).
-options:
-  spec:
-    description: "What to probe: packages, paths, uv, current, releases_dir, release."
-    type: dict
-    required: true
-author: sglang-deploy contributors
+  - "The keys of O(spec): packages, paths, uv, current, releases_dir, release."
+extends_documentation_fragment: [sglang.deploy.probe]
 """
 
-RETURN = r"""
-probe:
-  description: The answers (see the module's docstring).
-  returned: always
-  type: dict
-"""
+RETURN = r"""probe: {description: The answers the docstring lists., returned: always, type: dict}"""
 
 
 def canon(name: str) -> str:
@@ -409,9 +401,7 @@ def probe(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> None:
-    spec = {"spec": {"type": "dict", "required": True}}
-    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
-    module.exit_json(changed=False, probe=probe(module.params["spec"]))
+    exit_with_probe(probe)
 
 
 if __name__ == "__main__":
