@@ -16,6 +16,8 @@ path of a rerun (the role skips its install tasks when all of these match what i
 sha256, owner, group and mode of each of `files` (never the key file: its content is a secret), the
 configuration directories that drift, the service user's passwd entry and groups, whether the key
 file exists, and `systemctl is-enabled` / `is-active` of the service.
+Only `current` is required: the verify role asks for `current` and `service` alone (layer 5: where
+current points and whether the unit is active, in one round trip).
 """
 
 from __future__ import annotations
@@ -102,7 +104,7 @@ def probe(spec: dict[str, Any]) -> dict[str, Any]:
         dropins = sorted(
             e.name for e in os.scandir(spec["dropin_dir"]) if not e.is_dir(follow_symlinks=False)
         )
-    except OSError:
+    except (OSError, KeyError):
         dropins = []
     existing = set()
     for name in spec.get("groups", []):
@@ -114,7 +116,7 @@ def probe(spec: dict[str, Any]) -> dict[str, Any]:
     return {
         "nccl_sha256": sha256(spec["nccl_env"]) if spec.get("nccl_env") else None,
         "release": release,
-        "modprobe": os.path.isfile(spec["modprobe"]),
+        "modprobe": os.path.isfile(spec["modprobe"]) if spec.get("modprobe") else False,
         "groups": [g for g in spec.get("groups", []) if g in existing],
         "dropins": dropins,
         "paths_drift": path_drift(spec.get("paths", [])),

@@ -128,7 +128,7 @@ def signature(st: os.stat_result) -> list[int]:
     return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
 
 
-def digest(path: Path) -> tuple[str, str]:
+def digest(path: str) -> tuple[str, str]:
     """(urlsafe b64 without padding, hex) sha256 of a file."""
     h = hashlib.sha256()
     with open(path, "rb") as fh:
@@ -138,7 +138,7 @@ def digest(path: Path) -> tuple[str, str]:
     return base64.urlsafe_b64encode(raw).rstrip(b"=").decode(), raw.hex()
 
 
-Item = tuple[str, str, str, Path, list[int]]  # (dist or "" for a touched file, rel, wanted, path, signature)
+Item = tuple[str, str, str, str, list[int]]  # (dist or "" for a touched file, rel, wanted, path, signature)
 
 
 def load_state(path: Path) -> dict[str, list[Any]]:
@@ -189,6 +189,9 @@ class Audit:
 
     def __init__(self, purelib: Path, touched: set[str], old: dict[str, list[Any]]) -> None:
         self.purelib = purelib
+        # str paths, not Path objects: 57k files per release, and pathlib's parsing cost more than
+        # the lstat calls themselves (0.5 s of a 0.8 s audit, measured)
+        self.root = str(purelib)
         self.touched = touched
         self.old = old
         self.new: dict[str, list[Any]] = {}
@@ -204,7 +207,7 @@ class Audit:
 
     def stat(self, dist: str, rel: str) -> os.stat_result | None:
         try:
-            st = (self.purelib / rel).lstat()
+            st = os.lstat(os.path.join(self.root, rel))
         except OSError:
             if dist:
                 self.note(dist, rel, "missing")
@@ -212,7 +215,7 @@ class Audit:
                 self.patched_missing.append(rel)
             return None
         if st.st_uid != 0 and len(self.foreign) < LISTED:  # releases are root's
-            self.foreign.append(str(self.purelib / rel))
+            self.foreign.append(os.path.join(self.root, rel))
         return st
 
     def queue_records(self, rows: dict[str, list[tuple[str, str, int]]]) -> None:
@@ -251,7 +254,7 @@ class Audit:
             if not dist:
                 self.patched_sums[rel] = str(cached[4])
             return
-        self.work.append((dist, rel, key, self.purelib / rel, sig))
+        self.work.append((dist, rel, key, os.path.join(self.root, rel), sig))
 
     def hash_queued(self) -> int:
         total = 0

@@ -256,6 +256,9 @@ def run_playbook(request: RunRequest, on_event: EventSink | None = None) -> RunR
             ident=ident,
             quiet=True,
             suppress_env_files=True,
+            # runner's default is a jsonfile fact cache in each run's artifacts (never read again);
+            # ansible-core 2.19 decodes it on every task: 3 s of a 13 s no-op. ansible.cfg's memory cache
+            fact_cache_type="memory",
             envvars=child_envvars(binary),
             event_handler=handle,
             cancel_callback=lambda: interrupted[0],
