@@ -181,3 +181,24 @@ def test_dpkg_missing_reads_the_status_file(tmp_path: Path) -> None:
         "Package: gone\nStatus: deinstall ok config-files\nVersion: 1\n"
     )
     assert audit_mod.dpkg_missing(["patch", "gone", "never"], status) == ["gone", "never"]
+
+
+def test_record_rows_quoted_paths_and_relative_scripts(tmp_path: Path) -> None:
+    # the fast split takes plain rows; a quoted path (a comma in it) goes through csv; ../../bin/x and
+    # a/./b are normalised as before; .pyc rows and rows without a sha256 are left out
+    info = tmp_path / "x-1.0.dist-info"
+    info.mkdir()
+    (info / "RECORD").write_text(
+        "x/__init__.py,sha256=AAA,3\n"
+        '"x/a,b.py",sha256=BBB,4\n'
+        "../../bin/x-tool,sha256=CCC,5\n"
+        "x/./c.py,sha256=DDD,\n"
+        "x/__pycache__/y.cpython-311.pyc,sha256=EEE,6\n"
+        "x-1.0.dist-info/RECORD,,\n"
+    )
+    assert audit_mod.record_rows(tmp_path, info.name) == [
+        ("x/__init__.py", "AAA", 3),
+        ("x/a,b.py", "BBB", 4),
+        ("../../bin/x-tool", "CCC", 5),
+        ("x/c.py", "DDD", -1),
+    ]

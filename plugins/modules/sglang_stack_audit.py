@@ -110,14 +110,20 @@ def installed(purelib: Path) -> dict[str, dict[str, str]]:
 def record_rows(purelib: Path, dist_info: str) -> list[tuple[str, str, int]]:
     """(path relative to site-packages, urlsafe-b64 sha256, size) of the hashed RECORD rows."""
     rows: list[tuple[str, str, int]] = []
+    normpath = os.path.normpath
     try:
         with open(purelib / dist_info / "RECORD", encoding="utf-8", newline="") as fh:
-            for row in csv.reader(fh):
+            for line in fh:
+                line = line.rstrip("\r\n")
+                # path,sha256=...,size: a quoted path (a comma or quote in it) takes the csv parser
+                row = next(csv.reader([line])) if '"' in line else line.rsplit(",", 2)
                 if len(row) < 3 or not row[1].startswith("sha256="):
                     continue
-                rel = os.path.normpath(row[0])
+                rel = row[0]
                 if rel.endswith(".pyc"):  # bytecode is derived from the sources (and rewritten)
                     continue
+                if rel.startswith(".") or "/." in rel or "//" in rel:  # ../../bin/x, a/./b
+                    rel = normpath(rel)
                 rows.append((rel, row[1][len("sha256=") :], int(row[2] or -1)))
     except OSError:
         pass
@@ -225,19 +231,45 @@ class Audit:
         for dist_rows in rows.values():
             for rel, want, size in dist_rows:
                 claims.setdefault(rel, set()).add((want, size))
+        # The loop below runs once per file of the venv (57k for the SGLang stack): kept flat, with the
+        # unchanged-signature case inline (0.6 s -> 0.4 s measured; the lstat calls are 0.2 s of it).
+        root, old, new, touched = self.root, self.old, self.new, self.touched
+        join, lstat = os.path.join, os.lstat
         for dist, dist_rows in rows.items():
-            for rel, _want, _size in dist_rows:
-                if rel in self.touched:
+            for rel, want, size in dist_rows:
+                if rel in touched:
                     continue
                 self.files += 1
-                st = self.stat(dist, rel)
-                if st is None:
+                try:
+                    st = lstat(join(root, rel))
+                except OSError:
+                    self.note(dist, rel, "missing")
                     continue
-                if all(size >= 0 and st.st_size != size for _, size in claims[rel]):
-                    self.note(dist, rel, "size differs from RECORD")
-                    continue
-                key = "|".join(sorted(w for w, _ in claims[rel]))
-                self.check_cached(dist, rel, key, st)
+                if st.st_uid != 0 and len(self.foreign) < LISTED:  # releases are root's
+                    self.foreign.append(join(root, rel))
+                claim = claims[rel]
+                if len(claim) == 1:
+                    key = want
+                    if size >= 0 and st.st_size != size:
+                        self.note(dist, rel, "size differs from RECORD")
+                        continue
+                else:
+                    if all(sz >= 0 and st.st_size != sz for _, sz in claim):
+                        self.note(dist, rel, "size differs from RECORD")
+                        continue
+                    key = "|".join(sorted(w for w, _ in claim))
+                cached = old.get(rel)
+                if (
+                    cached
+                    and cached[4] == key
+                    and cached[0] == st.st_size
+                    and cached[1] == st.st_mtime_ns
+                    and cached[2] == st.st_ctime_ns
+                    and cached[3] == st.st_ino
+                ):
+                    new[rel] = cached
+                else:
+                    self.work.append((dist, rel, key, join(root, rel), signature(st)))
 
     def queue_touched(self) -> None:
         for rel in sorted(self.touched):
