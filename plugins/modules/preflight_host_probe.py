@@ -2,8 +2,11 @@
 # Copyright: sglang-deploy contributors
 """Read-only probe of what preflight needs from the host, in one round trip.
 
-module: sglang.deploy.preflight_host_probe (returns `probe`; changes nothing)
+module: sglang.deploy.preflight_host_probe (returns `probe`, and `ansible_facts` when asked; changes
+nothing)
 SPEC: {"smi_candidates": [paths], "root": absolute path}
+gather_subset: the host facts to return as well, collected by Ansible's own fact collectors exactly as
+ansible.builtin.setup does (e.g. [min]): the facts come in the same round trip instead of a second one.
 Answers: "nvidia_smi": the first candidate that is an executable file ("" when none);
 "root": {"path": the nearest existing ancestor of root (root itself when it exists), "realpath": it
 with symlinks resolved, "mount": the mount point holding it, "size_available": bytes free there for
@@ -16,17 +19,38 @@ import os
 import posixpath
 from typing import Any
 
-from ansible_collections.sglang.deploy.plugins.module_utils.host_state import exit_with_probe
+from ansible.module_utils.basic import AnsibleModule  # type: ignore[import-untyped]
+from ansible.module_utils.facts import ansible_collector, default_collectors  # type: ignore[import-untyped]
+from ansible.module_utils.facts.namespace import PrefixFactNamespace  # type: ignore[import-untyped]
+
+# what `min` means to ansible.builtin.setup (its minimal_gather_subset)
+MINIMAL_GATHER_SUBSET = frozenset(
+    ["apparmor", "caps", "cmdline", "date_time", "distribution", "dns", "env", "fips", "local",
+     "lsb", "pkg_mgr", "platform", "python", "selinux", "service_mgr", "ssh_pub_keys", "user"]
+)  # fmt: skip
 
 DOCUMENTATION = r"""
 module: preflight_host_probe
 short_description: Read-only probe of what preflight needs (nvidia-smi, free space under sglang_root)
 description:
   - "The keys of O(spec): smi_candidates: [paths], root: absolute path."
+options:
+  gather_subset:
+    description:
+      - Host facts to return in C(ansible_facts) as well.
+      - Ansible's fact collectors gather them, as M(ansible.builtin.setup) does.
+      - Empty (the default) returns no facts.
+    type: list
+    elements: str
+    default: []
 extends_documentation_fragment: [sglang.deploy.probe]
 """
 
-RETURN = r"""probe: {description: The answers the docstring lists., returned: always, type: dict}"""
+RETURN = r"""
+probe: {description: The answers the docstring lists., returned: always, type: dict}
+ansible_facts:
+  {description: The facts of O(gather_subset)., returned: when O(gather_subset) is set, type: dict}
+"""
 
 
 def nearest_existing(path: str) -> str:
@@ -62,8 +86,30 @@ def probe(spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def gather(module: AnsibleModule, subset: list[str]) -> dict[str, Any]:
+    collector = ansible_collector.get_ansible_collector(
+        all_collector_classes=default_collectors.collectors,
+        namespace=PrefixFactNamespace(namespace_name="ansible", prefix="ansible_"),
+        filter_spec=[],
+        gather_subset=subset,
+        gather_timeout=10,
+        minimal_gather_subset=MINIMAL_GATHER_SUBSET,
+    )
+    facts: dict[str, Any] = collector.collect(module=module)
+    return facts
+
+
 def main() -> None:
-    exit_with_probe(probe)
+    module = AnsibleModule(
+        argument_spec={
+            "spec": {"type": "dict", "required": True},
+            "gather_subset": {"type": "list", "elements": "str", "default": []},
+        },
+        supports_check_mode=True,
+    )
+    subset = module.params["gather_subset"]
+    facts = gather(module, subset) if subset else {}
+    module.exit_json(changed=False, probe=probe(module.params["spec"]), ansible_facts=facts)
 
 
 if __name__ == "__main__":
