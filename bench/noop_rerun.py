@@ -4,7 +4,7 @@
 In one run: N lab containers (prefix sglang-lab-cli-bench-, created in parallel) are converged once by
 `sglang-deploy up`; then the no-op rerun is timed on 1 host (--limit) and on all N hosts, each with
 the project's ansible.cfg and with Ansible's defaults (a config naming only what finds the code:
-inventory, roles_path, collections_path; so forks 5, no pipelining, no fact cache, no callbacks).
+inventory, roles_path, collections_path; so forks 5, no pipelining, no callbacks).
 Every timed run must change nothing (changed=0 on every host, rc 0), or the figures are void.
 
 Targets (issue 11): one converged host <= 10 s on a quiet machine; N hosts <= 1.5x one host. Each

@@ -113,8 +113,8 @@ def record_rows(purelib: Path, dist_info: str) -> list[tuple[str, str, int]]:
     normpath = os.path.normpath
     try:
         with open(purelib / dist_info / "RECORD", encoding="utf-8", newline="") as fh:
-            for line in fh:
-                line = line.rstrip("\r\n")
+            for raw in fh:
+                line = raw.rstrip("\r\n")
                 # path,sha256=...,size: a quoted path (a comma or quote in it) takes the csv parser
                 row = next(csv.reader([line])) if '"' in line else line.rsplit(",", 2)
                 if len(row) < 3 or not row[1].startswith("sha256="):
@@ -142,6 +142,16 @@ def digest(path: str) -> tuple[str, str]:
             h.update(block)
     raw = h.digest()
     return base64.urlsafe_b64encode(raw).rstrip(b"=").decode(), raw.hex()
+
+
+def accepted_key(claim: set[tuple[str, int]], want: str, size: int, st_size: int) -> str | None:
+    """The digests a file may have ('|'-joined when several distributions' RECORDs claim it), or None
+    when its size fits none of the claiming rows (-1: RECORD gave no size)."""
+    if len(claim) == 1:
+        return want if size < 0 or st_size == size else None
+    if all(sz >= 0 and st_size != sz for _, sz in claim):
+        return None
+    return "|".join(sorted(w for w, _ in claim))
 
 
 Item = tuple[str, str, str, str, list[int]]  # (dist or "" for a touched file, rel, wanted, path, signature)
@@ -247,17 +257,10 @@ class Audit:
                     continue
                 if st.st_uid != 0 and len(self.foreign) < LISTED:  # releases are root's
                     self.foreign.append(join(root, rel))
-                claim = claims[rel]
-                if len(claim) == 1:
-                    key = want
-                    if size >= 0 and st.st_size != size:
-                        self.note(dist, rel, "size differs from RECORD")
-                        continue
-                else:
-                    if all(sz >= 0 and st.st_size != sz for _, sz in claim):
-                        self.note(dist, rel, "size differs from RECORD")
-                        continue
-                    key = "|".join(sorted(w for w, _ in claim))
+                key = accepted_key(claims[rel], want, size, st.st_size)
+                if key is None:
+                    self.note(dist, rel, "size differs from RECORD")
+                    continue
                 cached = old.get(rel)
                 if (
                     cached
