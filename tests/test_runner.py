@@ -8,13 +8,16 @@ import os
 import secrets
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from sglang_deploy import runner as runner_module
 from sglang_deploy.events import Event, HostResult, TaskStart
 from sglang_deploy.known_secrets import VarsReader
 from sglang_deploy.redact import MASK
@@ -119,6 +122,45 @@ def test_secret_from_vars_file_inline_and_env_never_lands_in_artifacts(
     command = json.loads((result2.artifact_dir / "command").read_text())
     assert command["env"]["SGLANG_API_KEY"] == MASK
     assert_absent(tmp_path / "artifacts", file_key, inline_key, env_key)
+
+
+def test_events_wait_for_secret_learning_that_runs_beside_ansible_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the secrets are learned while ansible-playbook starts (runner_module.learn_secrets in the main
+    # thread, runner in its own): even when learning outlasts the whole play, no event reaches the
+    # sink (printed, recorded) before the key is known, so the failure message is masked
+    key = f"sk-slow-{secrets.token_hex(8)}"
+    vars_file = tmp_path / "secrets.yml"
+    vars_file.write_text(f"sglang_api_key: {key}\n")
+    learn = runner_module.learn_secrets
+    order: list[str] = []
+
+    def slow_learn(*args: Any, **kwargs: Any) -> None:
+        time.sleep(4)  # longer than the fixture play (about 2 s)
+        learn(*args, **kwargs)
+        order.append("learned")
+
+    monkeypatch.setattr(runner_module, "learn_secrets", slow_learn)
+    events: list[Event] = []
+    request = RunRequest(
+        project_dir=PROJECT,
+        playbook="leak.yml",
+        inventory=PROJECT / "inventory.yml",
+        artifacts_dir=tmp_path / "artifacts",
+        extra_vars=(f"@{vars_file}", "demo_fail_with_key=true"),
+    )
+
+    def sink(event: Event) -> None:
+        order.append("event")
+        events.append(event)
+
+    result = run_playbook(request, on_event=sink)
+    assert result.rc == 2
+    assert order[0] == "learned"
+    assert order.count("event") == len(events) > 3
+    assert result.summary["failed_tasks"][0]["message"] == f"rejected key {MASK}"
+    assert_absent(tmp_path / "artifacts", key)
 
 
 def test_vault_secret_never_lands_in_artifacts(tmp_path: Path) -> None:

@@ -6,12 +6,14 @@ dir goes first on the child's PATH.
 Secrets stay out of runner's artifacts: extra vars given as `key=value`/JSON are written to a private
 temporary file (outside the artifacts dir, removed after the run) and passed as `-e @file`; vault
 password files are passed by path on the command line; nothing secret goes through envvars/extravars
-(runner writes both to disk). Before the run, the secrets it will use are learned (known_secrets.py:
-`-e @file`s and the inventory's variables, vault-encrypted ones decrypted in memory with Ansible's
-loaders, plus secret-named environment variables); every event is redacted before it is printed or
-recorded. Runner copies the whole process environment into artifacts/<id>/command: values of
-secret-named variables are masked there after the run, and every known secret value and
-secret-looking `name=value` is masked in every artifact file."""
+(runner writes both to disk). The secrets the run will use are learned (known_secrets.py: `-e @file`s
+and the inventory's variables, vault-encrypted ones decrypted in memory with Ansible's loaders, plus
+secret-named environment variables) while ansible-playbook starts (importing Ansible's loaders here
+costs about as long as its own start-up, 0.3-0.4 s); no event is parsed, printed or recorded before
+that learning is done, and every event is redacted before it is printed or recorded. Runner copies
+the whole process environment into artifacts/<id>/command: values of secret-named variables are
+masked there after the run, and every known secret value and secret-looking `name=value` is masked
+in every artifact file."""
 
 from __future__ import annotations
 
@@ -31,13 +33,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from types import FrameType
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import ansible_runner
 import yaml
 
 from .events import CensoredLoops, Event, Stats, parse_event
-from .known_secrets import VarsReader
+
+if TYPE_CHECKING:  # imported at run time by learn_secrets, in parallel with ansible-playbook's start
+    from .known_secrets import VarsReader
 from .redact import MASK, SECRET_NAME, Redactor, secret_env_values
 from .report import RunRecorder, write_reports
 
@@ -131,32 +135,54 @@ def _kv_to_dict(text: str) -> dict[str, str]:
     return result
 
 
+@dataclass
+class ExtraVars:
+    """The -e values as `-e @file` arguments, and what the secrets are learned from (learn_secrets)."""
+
+    args: list[str] = field(default_factory=list)
+    files: list[Path] = field(default_factory=list)  # -e @file, as given
+    inline: list[Any] = field(default_factory=list)  # parsed key=value / JSON / YAML values
+
+
 @contextmanager
-def _extra_var_args(
-    extra_vars: tuple[str, ...], redactor: Redactor, reader: VarsReader
-) -> Iterator[list[str]]:
-    """Turns -e values into `-e @file` arguments; inline values go to a private temp file. The secrets
-    of each (decrypted, for vault files) value are added to the redactor."""
+def _extra_var_args(extra_vars: tuple[str, ...]) -> Iterator[ExtraVars]:
+    """Turns -e values into `-e @file` arguments; inline values go to a private temp file."""
     tmp = Path(tempfile.mkdtemp(prefix="sglang-deploy-ev-"))
     try:
-        args: list[str] = []
+        out = ExtraVars()
         for index, value in enumerate(extra_vars):
             if value.startswith("@"):
                 path = Path(value[1:]).expanduser().resolve()
-                redactor.add(*reader.from_file(path))
-                args += ["-e", f"@{path}"]
+                out.files.append(path)
+                out.args += ["-e", f"@{path}"]
                 continue
             stripped = value.lstrip()
             data: Any = yaml.safe_load(value) if stripped.startswith(("{", "[")) else _kv_to_dict(value)
-            redactor.add(*reader.secret_values(data))
+            out.inline.append(data)
             path = tmp / f"extra-{index}.json"
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 json.dump(data, handle)
-            args += ["-e", f"@{path}"]
-        yield args
+            out.args += ["-e", f"@{path}"]
+        yield out
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def learn_secrets(request: RunRequest, extra: ExtraVars, redactor: Redactor) -> None:
+    """Every secret the run will see, into the redactor: the vault passwords, vault files and `!vault`
+    values decrypted in memory with the run's password files (Ansible's own loaders), secret-named
+    values of the inventory and of the extra vars."""
+    from .known_secrets import VarsReader  # noqa: PLC0415 - Ansible's loaders: 0.3 s to import
+
+    reader: VarsReader = VarsReader(request.vault_password_files)
+    redactor.add(*reader.passwords)
+    playbook_dir = (request.project_dir.resolve() / request.playbook).parent
+    redactor.add(*reader.from_inventory(request.inventory.resolve(), playbook_dir))
+    for path in extra.files:
+        redactor.add(*reader.from_file(path))
+    for data in extra.inline:
+        redactor.add(*reader.secret_values(data))
 
 
 @contextmanager
@@ -211,7 +237,10 @@ def run_playbook(request: RunRequest, on_event: EventSink | None = None) -> RunR
     recorder = RunRecorder(redact=redactor)
     loops = CensoredLoops()
 
+    learned = threading.Event()
+
     def handle(raw: dict[str, Any]) -> bool:
+        learned.wait()  # nothing is parsed, printed or recorded before the run's secrets are known
         event = loops.fold(parse_event(raw))
         if event is not None:
             event = redact_event(event, redactor)
@@ -220,21 +249,11 @@ def run_playbook(request: RunRequest, on_event: EventSink | None = None) -> RunR
                 on_event(event)
         return True
 
-    # every secret the run will see is known before it starts: vault files and `!vault` values are
-    # decrypted in memory with the run's password files (Ansible's own loaders)
     project_dir = request.project_dir.resolve()
-    reader = VarsReader(request.vault_password_files)
-    redactor.add(*reader.passwords)
-    playbook_dir = (project_dir / request.playbook).parent
-    redactor.add(*reader.from_inventory(request.inventory.resolve(), playbook_dir))
     binary = ansible_playbook_binary()
-
     started = datetime.now()
-    with (
-        _extra_var_args(request.extra_vars, redactor, reader) as ev_args,
-        _interruptible() as interrupted,
-    ):
-        cmdline: list[str] = [*ev_args]
+    with _extra_var_args(request.extra_vars) as extra, _interruptible() as interrupted:
+        cmdline: list[str] = [*extra.args]
         for vault_file in request.vault_password_files:
             cmdline += ["--vault-password-file", str(vault_file.expanduser().resolve())]
         if request.check:
@@ -243,7 +262,7 @@ def run_playbook(request: RunRequest, on_event: EventSink | None = None) -> RunR
             cmdline.append("--diff")
         # with binary= runner runs it as given (RAW mode) and leaves the playbook to us
         cmdline.append(request.playbook)
-        runner = ansible_runner.run(
+        thread, runner = ansible_runner.run_async(
             private_data_dir=str(private_dir),
             project_dir=str(project_dir),
             binary=str(binary),
@@ -263,6 +282,15 @@ def run_playbook(request: RunRequest, on_event: EventSink | None = None) -> RunR
             event_handler=handle,
             cancel_callback=lambda: interrupted[0],
         )
+        # learned here while ansible-playbook starts in runner's thread (its first event waits above)
+        try:
+            learn_secrets(request, extra, redactor)
+        except BaseException:
+            interrupted[0] = True  # runner stops ansible-playbook; no event was shown
+            raise
+        finally:
+            learned.set()
+            thread.join()
     finished = datetime.now()
     artifact_dir = Path(runner.config.artifact_dir)
     scrub_artifacts(artifact_dir, redactor)
