@@ -33,15 +33,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import ansible_runner
 import yaml
 
 from .events import CensoredLoops, Event, Stats, parse_event
-
-if TYPE_CHECKING:  # imported at run time by learn_secrets, in parallel with ansible-playbook's start
-    from .known_secrets import VarsReader
 from .redact import MASK, SECRET_NAME, Redactor, secret_env_values
 from .report import RunRecorder, write_reports
 
@@ -175,7 +172,7 @@ def learn_secrets(request: RunRequest, extra: ExtraVars, redactor: Redactor) -> 
     values of the inventory and of the extra vars."""
     from .known_secrets import VarsReader  # noqa: PLC0415 - Ansible's loaders: 0.3 s to import
 
-    reader: VarsReader = VarsReader(request.vault_password_files)
+    reader = VarsReader(request.vault_password_files)
     redactor.add(*reader.passwords)
     playbook_dir = (request.project_dir.resolve() / request.playbook).parent
     redactor.add(*reader.from_inventory(request.inventory.resolve(), playbook_dir))
