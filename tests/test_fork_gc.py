@@ -1,0 +1,101 @@
+"""The callback sglang.deploy.fork_gc: forked workers start with the parent's objects frozen, the
+parent keeps collecting them. Real forks: in a child Python, and in real ansible-playbook workers.
+
+The playbook test reads the freeze count inside the worker through a filter that exists only in
+this test's temporary plugin dir (templates run in the worker process)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from modload import REPO
+
+PLUGIN = REPO / "plugins" / "callback" / "fork_gc.py"
+
+CHILD = textwrap.dedent(
+    """
+    import gc, json, os, sys
+    sys.path.insert(0, sys.argv[1])
+    from modload import load_module
+    plugin = load_module("fork_gc", __import__("pathlib").Path(sys.argv[2]))
+    keep = [[i] for i in range(50000)]  # tracked objects, as a parsed playbook leaves
+    first = plugin.register_fork_hooks()
+    again = plugin.register_fork_hooks()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.write(write, str(gc.get_freeze_count()).encode())
+        os._exit(0)
+    os.waitpid(pid, 0)
+    child = int(os.read(read, 64))
+    print(json.dumps({"first": first, "again": again, "child_frozen": child,
+                      "parent_frozen": gc.get_freeze_count(), "kept": len(keep)}))
+    """
+)
+
+FILTER = textwrap.dedent(
+    """
+    import gc
+
+    class FilterModule:
+        def filters(self):
+            return {"gc_freeze_count": lambda _: gc.get_freeze_count()}
+    """
+)
+
+PLAYBOOK = textwrap.dedent(
+    """
+    - name: Read the worker's GC state
+      hosts: localhost
+      gather_facts: false
+      tasks:
+        - name: Count the frozen objects in this task's worker
+          ansible.builtin.debug:
+            msg: "frozen={{ 0 | gc_freeze_count }}"
+    """
+)
+
+
+def test_hooks_freeze_in_the_child_and_not_in_the_parent() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, str(REPO / "tests"), str(PLUGIN)],
+        capture_output=True, text=True, check=True, cwd=REPO,
+    )  # fmt: skip
+    result = json.loads(proc.stdout)
+    assert result["first"] is True  # one pair of hooks per process
+    assert result["again"] is False
+    assert result["child_frozen"] >= 50000  # the child inherited the parent's objects frozen
+    assert result["parent_frozen"] == 0  # the parent unfroze right after the fork
+
+
+def run_playbook(tmp_path: Path, callbacks: str) -> int:
+    (tmp_path / "filter").mkdir(exist_ok=True)
+    (tmp_path / "filter" / "gcstate.py").write_text(FILTER)
+    (tmp_path / "play.yml").write_text(PLAYBOOK)
+    env = {
+        **os.environ,
+        "ANSIBLE_CONFIG": str(tmp_path / "none.cfg"),
+        "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".collections"),
+        "ANSIBLE_FILTER_PLUGINS": str(tmp_path / "filter"),
+        "ANSIBLE_CALLBACKS_ENABLED": callbacks,
+        "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default",
+        "ANSIBLE_LOCALHOST_WARNING": "false",
+        "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false",
+    }
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-c", "local", str(tmp_path / "play.yml")],
+        capture_output=True, text=True, check=False, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    line = next(x for x in proc.stdout.splitlines() if '"msg": "frozen=' in x)
+    return int(line.split("frozen=")[1].strip().rstrip('"'))
+
+
+def test_ansible_workers_start_frozen_only_with_the_callback(tmp_path: Path) -> None:
+    assert run_playbook(tmp_path, "sglang.deploy.fork_gc") > 10000
+    assert run_playbook(tmp_path, "ansible.builtin.timer") == 0
