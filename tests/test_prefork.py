@@ -1,5 +1,6 @@
-"""The callback sglang.deploy.fork_gc: forked workers start with the parent's objects frozen, the
-parent keeps collecting them. Real forks: in a child Python, and in real ansible-playbook workers.
+"""The callback sglang.deploy.prefork: forked workers start with the parent's objects frozen (the
+parent keeps collecting them), and the connection plugins are loaded once in the parent. Real forks:
+in a child Python and in real ansible-playbook workers; real plugin loading in a fresh Python.
 
 The playbook test reads the freeze count inside the worker through a filter that exists only in
 this test's temporary plugin dir (templates run in the worker process)."""
@@ -15,14 +16,14 @@ from pathlib import Path
 
 from modload import REPO
 
-PLUGIN = REPO / "plugins" / "callback" / "fork_gc.py"
+PLUGIN = REPO / "plugins" / "callback" / "prefork.py"
 
 CHILD = textwrap.dedent(
     """
     import gc, json, os, sys
     sys.path.insert(0, sys.argv[1])
     from modload import load_module
-    plugin = load_module("fork_gc", __import__("pathlib").Path(sys.argv[2]))
+    plugin = load_module("prefork", __import__("pathlib").Path(sys.argv[2]))
     keep = [[i] for i in range(50000)]  # tracked objects, as a parsed playbook leaves
     first = plugin.register_fork_hooks()
     again = plugin.register_fork_hooks()
@@ -73,7 +74,39 @@ def test_hooks_freeze_in_the_child_and_not_in_the_parent() -> None:
     assert result["parent_frozen"] == 0  # the parent unfroze right after the fork
 
 
-def run_playbook(tmp_path: Path, callbacks: str) -> int:
+PRELOAD = textwrap.dedent(
+    """
+    import json, sys
+    from ansible import constants as C
+    from ansible.plugins.loader import init_plugin_loader
+    init_plugin_loader()
+    sys.path.insert(0, sys.argv[1])
+    from modload import load_module
+    plugin = load_module("prefork", __import__("pathlib").Path(sys.argv[2]))
+    docker = "ansible_collections.community.docker.plugins.connection.docker"  # its resolved name
+    known = lambda: C.config.has_configuration_definition("connection", docker)
+    before = known()
+    missing = plugin.preload(["community.docker.docker", "no.such.connection"])
+    print(json.dumps({"before": before, "after": known(), "missing": missing,
+                      "ssh": C.config.has_configuration_definition("connection", "ssh")}))
+    """
+)
+
+
+def test_preload_registers_the_connection_plugins_and_names_the_missing() -> None:
+    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".collections")}
+    proc = subprocess.run(
+        [sys.executable, "-c", PRELOAD, str(REPO / "tests"), str(PLUGIN)],
+        capture_output=True, text=True, check=True, cwd=REPO, env=env,
+    )  # fmt: skip
+    result = json.loads(proc.stdout)
+    assert result["before"] is False
+    assert result["after"] is True  # its documentation was parsed here, not in each worker
+    assert result["ssh"] is True  # the default transport, loaded without being named
+    assert result["missing"] == ["connection plugin no.such.connection"]
+
+
+def run_playbook(tmp_path: Path, callbacks: str, preload: str = "") -> tuple[int, str]:
     (tmp_path / "filter").mkdir(exist_ok=True)
     (tmp_path / "filter" / "gcstate.py").write_text(FILTER)
     (tmp_path / "play.yml").write_text(PLAYBOOK)
@@ -83,6 +116,7 @@ def run_playbook(tmp_path: Path, callbacks: str) -> int:
         "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".collections"),
         "ANSIBLE_FILTER_PLUGINS": str(tmp_path / "filter"),
         "ANSIBLE_CALLBACKS_ENABLED": callbacks,
+        "SGLANG_DEPLOY_PREFORK_PRELOAD_CONNECTIONS": preload,
         "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default",
         "ANSIBLE_LOCALHOST_WARNING": "false",
         "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false",
@@ -93,9 +127,13 @@ def run_playbook(tmp_path: Path, callbacks: str) -> int:
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     line = next(x for x in proc.stdout.splitlines() if '"msg": "frozen=' in x)
-    return int(line.split("frozen=")[1].strip().rstrip('"'))
+    return int(line.split("frozen=")[1].strip().rstrip('"')), proc.stderr
 
 
 def test_ansible_workers_start_frozen_only_with_the_callback(tmp_path: Path) -> None:
-    assert run_playbook(tmp_path, "sglang.deploy.fork_gc") > 10000
-    assert run_playbook(tmp_path, "ansible.builtin.timer") == 0
+    frozen, stderr = run_playbook(
+        tmp_path, "sglang.deploy.prefork", "community.docker.docker,no.such.connection"
+    )
+    assert frozen > 10000
+    assert "sglang.deploy.prefork: no connection plugin no.such.connection to preload; skipped" in stderr
+    assert run_playbook(tmp_path, "ansible.builtin.timer")[0] == 0
