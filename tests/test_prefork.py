@@ -106,6 +106,39 @@ def test_preload_registers_the_connection_plugins_and_names_the_missing() -> Non
     assert result["missing"] == ["connection plugin no.such.connection"]
 
 
+JINJA = textwrap.dedent(
+    """
+    import json, sys
+    from ansible.plugins.loader import init_plugin_loader
+    init_plugin_loader()
+    sys.path.insert(0, sys.argv[1])
+    from modload import load_module
+    plugin = load_module("prefork", __import__("pathlib").Path(sys.argv[2]))
+    own = "ansible_collections.sglang.deploy.plugins.filter.launch_spec"
+    # ansible.builtin's plugin modules are loaded under a name with a hash suffix
+    core = lambda: any(name.startswith("ansible.plugins.filter.core") for name in sys.modules)
+    before = own in sys.modules or core()
+    loaded, missing = plugin.preload_jinja_plugins(["sglang.deploy", "no.such"])
+    print(json.dumps({"before": before, "loaded": loaded, "missing": missing,
+                      "own": own in sys.modules, "core": core()}))
+    """
+)
+
+
+def test_preload_loads_the_builtin_and_the_collection_jinja_plugins() -> None:
+    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".collections")}
+    proc = subprocess.run(
+        [sys.executable, "-c", JINJA, str(REPO / "tests"), str(PLUGIN)],
+        capture_output=True, text=True, check=True, cwd=REPO, env=env,
+    )  # fmt: skip
+    result = json.loads(proc.stdout)
+    assert result["before"] is False
+    assert result["own"] is True  # sglang.deploy's filters (launch_spec among them)
+    assert result["core"] is True  # ansible.builtin's
+    assert result["loaded"] > 2 * 200  # short and FQCN names of ~250 builtin filters and tests, and ours
+    assert result["missing"] == ["filter or test plugins of collection no.such"]
+
+
 def run_playbook(tmp_path: Path, callbacks: str, preload: str = "") -> tuple[int, str]:
     (tmp_path / "filter").mkdir(exist_ok=True)
     (tmp_path / "filter" / "gcstate.py").write_text(FILTER)
