@@ -1,5 +1,6 @@
 """The callback sglang.deploy.prefork: forked workers start with the parent's objects frozen (the
-parent keeps collecting them), and the connection plugins are loaded once in the parent. Real forks:
+parent keeps collecting them), and the connection, filter and test plugins are loaded once in the
+parent. Real forks:
 in a child Python and in real ansible-playbook workers; real plugin loading in a fresh Python.
 
 The playbook test reads the freeze count inside the worker through a filter that exists only in
@@ -13,17 +14,38 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 from modload import REPO
 
 PLUGIN = REPO / "plugins" / "callback" / "prefork.py"
 
-CHILD = textwrap.dedent(
+# Each script below runs in a fresh Python after this prologue: `plugin` is the callback's module.
+PROLOGUE = textwrap.dedent(
     """
-    import gc, json, os, sys
+    import json, sys
+    from pathlib import Path
     sys.path.insert(0, sys.argv[1])
     from modload import load_module
-    plugin = load_module("prefork", __import__("pathlib").Path(sys.argv[2]))
+    plugin = load_module("prefork", Path(sys.argv[2]))
+    """
+)
+
+
+def in_fresh_python(script: str) -> dict[str, Any]:
+    """Run PROLOGUE + script in a new interpreter (nothing loaded yet); return the JSON it prints."""
+    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".collections")}
+    proc = subprocess.run(
+        [sys.executable, "-c", PROLOGUE + script, str(REPO / "tests"), str(PLUGIN)],
+        capture_output=True, text=True, check=True, cwd=REPO, env=env,
+    )  # fmt: skip
+    result: dict[str, Any] = json.loads(proc.stdout)
+    return result
+
+
+CHILD = textwrap.dedent(
+    """
+    import gc, os
     keep = [[i] for i in range(50000)]  # tracked objects, as a parsed playbook leaves
     first = plugin.register_fork_hooks()
     again = plugin.register_fork_hooks()
@@ -63,11 +85,7 @@ PLAYBOOK = textwrap.dedent(
 
 
 def test_hooks_freeze_in_the_child_and_not_in_the_parent() -> None:
-    proc = subprocess.run(
-        [sys.executable, "-c", CHILD, str(REPO / "tests"), str(PLUGIN)],
-        capture_output=True, text=True, check=True, cwd=REPO,
-    )  # fmt: skip
-    result = json.loads(proc.stdout)
+    result = in_fresh_python(CHILD)
     assert result["first"] is True  # one pair of hooks per process
     assert result["again"] is False
     assert result["child_frozen"] >= 50000  # the child inherited the parent's objects frozen
@@ -76,13 +94,9 @@ def test_hooks_freeze_in_the_child_and_not_in_the_parent() -> None:
 
 PRELOAD = textwrap.dedent(
     """
-    import json, sys
     from ansible import constants as C
     from ansible.plugins.loader import init_plugin_loader
     init_plugin_loader()
-    sys.path.insert(0, sys.argv[1])
-    from modload import load_module
-    plugin = load_module("prefork", __import__("pathlib").Path(sys.argv[2]))
     docker = "ansible_collections.community.docker.plugins.connection.docker"  # its resolved name
     known = lambda: C.config.has_configuration_definition("connection", docker)
     before = known()
@@ -94,12 +108,7 @@ PRELOAD = textwrap.dedent(
 
 
 def test_preload_registers_the_connection_plugins_and_names_the_missing() -> None:
-    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".collections")}
-    proc = subprocess.run(
-        [sys.executable, "-c", PRELOAD, str(REPO / "tests"), str(PLUGIN)],
-        capture_output=True, text=True, check=True, cwd=REPO, env=env,
-    )  # fmt: skip
-    result = json.loads(proc.stdout)
+    result = in_fresh_python(PRELOAD)
     assert result["before"] is False
     assert result["after"] is True  # its documentation was parsed here, not in each worker
     assert result["ssh"] is True  # the default transport, loaded without being named
@@ -108,12 +117,8 @@ def test_preload_registers_the_connection_plugins_and_names_the_missing() -> Non
 
 JINJA = textwrap.dedent(
     """
-    import json, sys
     from ansible.plugins.loader import init_plugin_loader
     init_plugin_loader()
-    sys.path.insert(0, sys.argv[1])
-    from modload import load_module
-    plugin = load_module("prefork", __import__("pathlib").Path(sys.argv[2]))
     own = "ansible_collections.sglang.deploy.plugins.filter.launch_spec"
     # ansible.builtin's plugin modules are loaded under a name with a hash suffix
     core = lambda: any(name.startswith("ansible.plugins.filter.core") for name in sys.modules)
@@ -126,12 +131,7 @@ JINJA = textwrap.dedent(
 
 
 def test_preload_loads_the_builtin_and_the_collection_jinja_plugins() -> None:
-    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".collections")}
-    proc = subprocess.run(
-        [sys.executable, "-c", JINJA, str(REPO / "tests"), str(PLUGIN)],
-        capture_output=True, text=True, check=True, cwd=REPO, env=env,
-    )  # fmt: skip
-    result = json.loads(proc.stdout)
+    result = in_fresh_python(JINJA)
     assert result["before"] is False
     assert result["own"] is True  # sglang.deploy's filters (launch_spec among them)
     assert result["core"] is True  # ansible.builtin's
