@@ -1,7 +1,7 @@
 """The callback sglang.deploy.prefork: forked workers start with the parent's objects frozen (the
 parent keeps collecting them), and the connection, filter and test plugins are loaded once in the
-parent. Real forks:
-in a child Python and in real ansible-playbook workers; real plugin loading in a fresh Python.
+parent. Real forks in a child Python and in real ansible-playbook workers; real plugin loading in a
+fresh Python.
 
 The playbook test reads the freeze count inside the worker through a filter that exists only in
 this test's temporary plugin dir (templates run in the worker process)."""
