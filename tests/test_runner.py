@@ -163,6 +163,30 @@ def test_events_wait_for_secret_learning_that_runs_beside_ansible_start(
     assert_absent(tmp_path / "artifacts", key)
 
 
+def test_a_learning_error_cancels_the_run_and_keeps_nothing_of_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # learning fails after ansible-playbook started: no event reaches the sink, and the run's runner
+    # artifacts (stdout that nothing redacted) are removed
+    def failing_learn(*args: Any, **kwargs: Any) -> None:
+        time.sleep(1)  # ansible-playbook is under way by now
+        raise RuntimeError("cannot read the inventory's vault")
+
+    monkeypatch.setattr(runner_module, "learn_secrets", failing_learn)
+    events: list[Event] = []
+    request = RunRequest(
+        project_dir=PROJECT,
+        playbook="pass.yml",
+        inventory=PROJECT / "inventory.yml",
+        artifacts_dir=tmp_path / "artifacts",
+        ident="learn-fails",
+    )
+    with pytest.raises(RuntimeError, match="cannot read the inventory's vault"):
+        run_playbook(request, on_event=events.append)
+    assert events == []
+    assert not (tmp_path / "artifacts" / "runner" / "artifacts" / "learn-fails").exists()
+
+
 def test_vault_secret_never_lands_in_artifacts(tmp_path: Path) -> None:
     key = f"sk-vault-{secrets.token_hex(8)}"
     password = f"vault-pw-{secrets.token_hex(8)}"

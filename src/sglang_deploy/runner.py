@@ -182,6 +182,27 @@ def learn_secrets(request: RunRequest, extra: ExtraVars, redactor: Redactor) -> 
         redactor.add(*reader.secret_values(data))
 
 
+class SecretGate:
+    """Runner's events wait here while the run's secrets are learned beside ansible-playbook's start:
+    they pass once the secrets are known, and are dropped when learning failed."""
+
+    def __init__(self) -> None:
+        self._done = threading.Event()
+        self.known = False
+
+    def passes(self) -> bool:
+        self._done.wait()
+        return self.known
+
+    @contextmanager
+    def learning(self) -> Iterator[None]:
+        try:
+            yield
+            self.known = True
+        finally:
+            self._done.set()
+
+
 @contextmanager
 def _interruptible() -> Iterator[list[bool]]:
     """Ctrl-C asks runner to stop ansible (so the reports of the partial run are still written)."""
@@ -234,10 +255,11 @@ def run_playbook(request: RunRequest, on_event: EventSink | None = None) -> RunR
     recorder = RunRecorder(redact=redactor)
     loops = CensoredLoops()
 
-    learned = threading.Event()
+    gate = SecretGate()
 
     def handle(raw: dict[str, Any]) -> bool:
-        learned.wait()  # nothing is parsed, printed or recorded before the run's secrets are known
+        if not gate.passes():
+            return False  # learning failed: dropped, and runner keeps no job event file of it either
         event = loops.fold(parse_event(raw))
         if event is not None:
             event = redact_event(event, redactor)
@@ -281,13 +303,15 @@ def run_playbook(request: RunRequest, on_event: EventSink | None = None) -> RunR
         )
         # learned here while ansible-playbook starts in runner's thread (its first event waits above)
         try:
-            learn_secrets(request, extra, redactor)
+            with gate.learning():
+                learn_secrets(request, extra, redactor)
         except BaseException:
-            interrupted[0] = True  # runner stops ansible-playbook; no event was shown
+            interrupted[0] = True  # runner stops ansible-playbook; no event is shown or recorded
             raise
         finally:
-            learned.set()
             thread.join()
+            if not gate.known:  # what ansible printed before it stopped was never redacted
+                shutil.rmtree(runner.config.artifact_dir, ignore_errors=True)
     finished = datetime.now()
     artifact_dir = Path(runner.config.artifact_dir)
     scrub_artifacts(artifact_dir, redactor)
