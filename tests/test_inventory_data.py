@@ -1,0 +1,118 @@
+"""sglang.deploy.to_inventory_yaml: what a host reported is written as data and read back as text.
+
+The attack of issue 21: a GPU host prints ``{{ lookup('pipe', ...) }}`` as its GPU name, autotune or
+verify writes it into host_vars, and the next run templates it on the controller. Here a real
+ansible-playbook (local connection) writes such a record with the filter, a second real run loads it
+from host_vars and uses it in a debug, a copy and a set_fact: nothing runs (the marker file of the
+pipe lookup never appears) and the literal text comes out.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from modload import REPO, load_module
+
+inventory_data = load_module("inventory_data", REPO / "plugins/module_utils/inventory_data.py")
+ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
+
+
+def test_every_string_is_tagged_and_the_data_round_trips() -> None:
+    record = {
+        "nccl_env_tuned": {
+            "gpu": "{{ 1 + 1 }}",
+            "vars": {"NCCL_{{x}}": "{% raw %}"},
+            "n": [1, 2.5, None, True],
+        }
+    }
+    text = inventory_data.dump(record, header="line one\nline two")
+    assert text.startswith("---\n# line one\n# line two\n")
+    assert "!unsafe '{{ 1 + 1 }}'" in text
+    assert "!unsafe 'NCCL_{{x}}'" in text
+    assert text.count("!unsafe") == 6  # 4 keys below the variable name, 2 string values
+    assert yaml.load(text, Loader=_loader_without_unsafe()) == record
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"ok": "a\nb"}, "control character"),
+        ({"ok": {"k": "\x1b[31m"}}, "control character"),
+        ({"ok": float("nan")}, "finite"),
+        ({"not a name": 1}, "variable name"),
+        ({"ok": object()}, "cannot be written"),
+    ],
+)
+def test_refuses_what_is_no_record(data: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        inventory_data.dump(data)
+
+
+def _loader_without_unsafe() -> type[yaml.SafeLoader]:
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_constructor("!unsafe", lambda loader, node: loader.construct_scalar(node))  # type: ignore[arg-type]
+    return Loader
+
+
+def test_a_host_that_prints_jinja_runs_nothing_on_the_controller(tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    evil = "{{ lookup('pipe', 'touch " + str(marker) + "') }}"
+    evil_block = "{% for x in [1] %}" + evil + "{% endfor %}"
+    (tmp_path / "host_vars" / "localhost").mkdir(parents=True)
+    (tmp_path / "hosts.yml").write_text("all:\n  hosts:\n    localhost:\n      ansible_connection: local\n")
+    reported = {"gpu_name": evil, "nccl_version": evil_block, "figures": {evil: 1.5}}
+    (tmp_path / "reported.json").write_text(json.dumps(reported))
+    (tmp_path / "write.yml").write_text(
+        """---
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: What the host printed (registered output is untrusted data)
+      ansible.builtin.command:
+        argv: [cat, "{{ playbook_dir }}/reported.json"]
+      register: probe
+      changed_when: false
+    - name: Write it as a record
+      ansible.builtin.copy:
+        content: >-
+          {{ {'evil_record': probe.stdout | from_json} | sglang.deploy.to_inventory_yaml(header='test') }}
+        dest: "{{ playbook_dir }}/host_vars/localhost/record.yml"
+        mode: "0644"
+"""
+    )
+    (tmp_path / "read.yml").write_text(
+        """---
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Use the record in a template, a set_fact and a copy
+      ansible.builtin.set_fact:
+        seen: "GPU={{ evil_record.gpu_name }} NCCL={{ evil_record.nccl_version }}"
+    - name: Write what was seen
+      ansible.builtin.copy:
+        content: "{{ seen }}\\n{{ evil_record | to_json }}\\n"
+        dest: "{{ playbook_dir }}/seen.txt"
+        mode: "0644"
+"""
+    )
+    env = {"PATH": f"{ANSIBLE_PLAYBOOK.parent}:/usr/bin:/bin", "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+           "HOME": str(tmp_path), "LC_ALL": "C.UTF-8"}  # fmt: skip
+    for play in ("write.yml", "read.yml", "read.yml"):
+        proc = subprocess.run(
+            [str(ANSIBLE_PLAYBOOK), "-i", str(tmp_path / "hosts.yml"), str(tmp_path / play)],
+            cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert not marker.exists()
+    record_text = (tmp_path / "host_vars/localhost/record.yml").read_text()
+    assert yaml.load(record_text, Loader=_loader_without_unsafe())["evil_record"] == reported
+    seen = (tmp_path / "seen.txt").read_text().splitlines()
+    assert seen[0] == f"GPU={evil} NCCL={evil_block}"
+    assert json.loads(seen[1]) == reported
