@@ -66,8 +66,8 @@ def test_releases_and_rollback(releases: tuple[str, str, list[str]]) -> None:
 
     refused = cli("rollback", "--to", "no-such-release", *options)
     assert refused.returncode == 2
-    assert "no release named no-such-release is complete" in refused.stdout
-    assert f"Allowed on this host: {second}" in refused.stdout
+    assert "cannot switch to no-such-release: release no-such-release is not complete" in refused.stdout
+    assert f"Allowed: {second}" in refused.stdout
     assert current() == first
 
     moved = cli("rollback", "--json", *options)

@@ -1,0 +1,83 @@
+"""deploy_state scenario (testinfra): the snapshot of the converged host is private and complete; one
+restore puts back every kind of change a failed run leaves (unit, drop-in, NCCL env, a removed key
+file, the release link) and restarts the unit; the failed combination is refused by the next run
+unless overridden; an unverified state never replaces the last good snapshot."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import moltest
+
+STATE = "/var/lib/sglang-deploy/state"
+UNIT = "/etc/systemd/system/sglang-kimi.service"
+DROPIN = "/etc/systemd/system/sglang-kimi.service.d/override.conf"
+
+
+def main_pid(host: Any) -> str:
+    return str(host.check_output("systemctl show -p MainPID --value sglang-kimi.service")).strip()
+
+
+def test_the_snapshot_is_private_and_names_the_release(host: Any) -> None:
+    state = host.file(STATE)
+    assert state.is_directory and state.user == "root" and state.mode == 0o700
+    manifest = json.loads(host.file(f"{STATE}/snapshot/manifest.json").content_string)
+    assert manifest["release"] == "r1"
+    paths = {e["path"] for e in manifest["entries"]}
+    assert {UNIT, "/etc/sglang/nccl.env", "/etc/sglang/api-key.env", "/etc/sglang/launch-args.json"} <= paths
+    for entry in manifest["entries"]:
+        copy = host.file(f"{STATE}/snapshot/files/{entry['copy']}")
+        assert copy.mode == 0o600 and copy.user == "root"
+    verified = json.loads(host.file(f"{STATE}/verified.json").content_string)
+    assert verified["digest"] == manifest["digest"]
+
+
+def test_one_restore_puts_back_everything_and_restarts(host: Any) -> None:
+    before = {p: host.file(p).sha256sum for p in (UNIT, "/etc/sglang/nccl.env", "/etc/sglang/api-key.env")}
+    pid = main_pid(host)
+    rc, out = moltest.run_playbook("tamper_restore.yml")
+    assert rc == 0, out[-4000:]
+    restored = json.loads(out.split('"RESTORE ', 1)[1].split('"\n', 1)[0].replace('\\"', '"'))
+    assert restored["status"] == "done"
+    assert restored["restarted"] is True
+    assert {i["path"].rsplit("/", 1)[-1] for i in restored["items"]} == {
+        "sglang-kimi.service", "override.conf", "nccl.env", "api-key.env", "current",
+    }  # fmt: skip
+    assert {p: host.file(p).sha256sum for p in before} == before
+    assert host.file("/etc/sglang/api-key.env").mode == 0o600
+    assert not host.file(DROPIN).exists
+    assert host.file("/opt/sglang/current").linked_to == "/opt/sglang/releases/r1"
+    assert host.service("sglang-kimi").is_running
+    assert main_pid(host) != pid
+    assert "sleep infinity" in host.check_output("systemctl show -p ExecStart --value sglang-kimi.service")
+    bad = json.loads(host.file(f"{STATE}/known-bad.json").content_string)
+    assert [b["release_id"] for b in bad] == ["r2"]
+    assert host.file(f"{STATE}/known-bad.json").mode == 0o600
+
+
+def test_the_failed_combination_is_refused_unless_overridden(host: Any) -> None:
+    bad_env = hashlib.sha256(b"NCCL_P2P_LEVEL=NVL\n").hexdigest()
+    failed = {"sglang_stack_release_id": "r2", "nccl_env_file_sha256": bad_env}
+    rc, out = moltest.run_playbook("known_bad.yml", extra=[failed])
+    assert rc != 0
+    assert "refusing to deploy a known-bad combination" in out
+    assert "release r2" in out and "sglang_allow_known_bad=true" in out
+    rc, out = moltest.run_playbook("known_bad.yml", extra=[{**failed, "sglang_allow_known_bad": True}])
+    assert rc == 0, out[-3000:]
+    rc, out = moltest.run_playbook("known_bad.yml")  # the state in force (r1, SYS) is not known-bad
+    assert rc == 0, out[-3000:]
+
+
+def test_an_unverified_state_keeps_the_last_good_snapshot(host: Any) -> None:
+    host.run_test("sh -c 'echo NCCL_ALGO=Ring >> /etc/sglang/nccl.env'")
+    try:
+        rc, out = moltest.run_playbook("converge.yml", extra=[{"deploy_state_verdict": "failed"}])
+        assert rc == 0, out[-3000:]
+        assert "the state in force was never verified good" in out
+        manifest = json.loads(host.file(f"{STATE}/snapshot/manifest.json").content_string)
+        entry = next(e for e in manifest["entries"] if e["path"] == "/etc/sglang/nccl.env")
+        assert entry["sha256"] == hashlib.sha256(b"NCCL_P2P_LEVEL=SYS\n").hexdigest()
+    finally:
+        host.run_test("sed -i '/NCCL_ALGO=Ring/d' /etc/sglang/nccl.env")

@@ -1,0 +1,173 @@
+"""plugins/modules/deploy_state.py: the deployed state as one transaction, on real files.
+
+A release tree like the stack role's (releases/<id>/.complete, receipt.json, .launch-ok-<hash>), a
+unit with a drop-in directory, an NCCL env file, a key file and launch-args.json under a temp dir: the
+snapshot records them (copies 0600 in a 0700 dir), changes of every kind are put back by one restore
+(files, modes, a removed file, an added drop-in, the link), the rollback rules refuse what they must,
+and the verdict records (last good, known-bad) behave as the roles read them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ansible.plugins.filter.core import to_json  # type: ignore[import-untyped]
+from modload import REPO, load_module
+
+ds = load_module("deploy_state_module", REPO / "plugins/modules/deploy_state.py")
+ARGV = ["--model-path", "/models/m", "--tp-size", "2", "--api-key", "${SGLANG_API_KEY}"]
+
+
+def release(root: Path, rid: str, argv: list[str] = ARGV, argv_ok: bool = True) -> None:
+    folder = root / "releases" / rid
+    folder.mkdir(parents=True)
+    (folder / ".complete").write_text("")
+    (folder / "receipt.json").write_text(json.dumps({"release_id": rid, "checks": {"argv_ok": argv_ok}}))
+    (folder / ds.launch_marker(argv)).write_text("")
+
+
+@pytest.fixture
+def host(tmp_path: Path) -> dict[str, Any]:
+    root = tmp_path / "opt"
+    etc = tmp_path / "etc"
+    (etc / "unit.service.d").mkdir(parents=True)
+    release(root, "r1")
+    release(root, "r2")
+    os.symlink("releases/r1", root / "current")
+    files = {
+        "unit": etc / "unit.service",
+        "nccl": etc / "nccl.env",
+        "key": etc / "api-key.env",
+        "args": etc / "launch-args.json",
+    }
+    files["unit"].write_text("[Service]\nExecStart=/opt/current/venv/bin/python -m sglang.launch_server\n")
+    files["nccl"].write_text("NCCL_P2P_LEVEL=SYS\n")
+    files["key"].write_text("SGLANG_API_KEY=secret-0123456789abcdef\n")
+    files["key"].chmod(0o600)
+    files["args"].write_text(json.dumps({"launch_spec": {"server_args": ARGV}}))
+    params = {
+        "state_dir": str(tmp_path / "state"),
+        "files": [str(p) for p in files.values()],
+        "dirs": [str(etc / "unit.service.d")],
+        "link": str(root / "current"),
+        "launch_args": str(files["args"]),
+    }
+    return {"root": root, "etc": etc, "files": files, "params": params, "state": ds.DeployState(params)}
+
+
+def test_snapshot_records_the_state_in_force_with_private_copies(host: dict[str, Any]) -> None:
+    state = host["state"]
+    changed, why, now = state.snapshot(check=False)
+    assert changed, why
+    manifest = state.manifest()
+    assert manifest["release"] == "r1"
+    assert manifest["digest"] == now["digest"]
+    assert stat.S_IMODE(os.stat(state.dir).st_mode) == 0o700
+    for entry in manifest["entries"]:
+        copy = state.snap / "files" / entry["copy"]
+        assert stat.S_IMODE(copy.stat().st_mode) == 0o600
+        assert copy.read_bytes() == Path(entry["path"]).read_bytes()
+    # the same state again: nothing written
+    assert state.snapshot(check=False)[0] is False
+
+
+def test_an_unverified_state_never_replaces_the_last_good_snapshot(host: dict[str, Any]) -> None:
+    state = host["state"]
+    state.snapshot(check=False)
+    assert state.mark_good(check=False, verdict="passed")
+    host["files"]["nccl"].write_text("NCCL_P2P_LEVEL=NVL\n")
+    changed, why, _ = state.snapshot(check=False)
+    assert not changed
+    assert "never verified good" in why
+    # verified now: the next snapshot records it
+    assert state.mark_good(check=False, verdict="passed")
+    assert state.snapshot(check=False)[0]
+
+
+def test_one_restore_puts_back_files_modes_a_removed_file_a_dropin_and_the_link(host: dict[str, Any]) -> None:
+    state, files, etc, root = host["state"], host["files"], host["etc"], host["root"]
+    state.snapshot(check=False)
+    before = state.in_force()["digest"]
+    files["unit"].write_text("[Service]\nExecStart=/bad\n")
+    files["nccl"].chmod(0o666)
+    files["key"].unlink()
+    (etc / "unit.service.d" / "override.conf").write_text("[Service]\nEnvironment=X=1\n")
+    ds.switch_link(str(root / "current"), "releases/r2")
+    planned, _ = state.restore(check=True)
+    assert files["unit"].read_text() == "[Service]\nExecStart=/bad\n"  # check mode changed nothing
+    items, _ = state.restore(check=False)
+    assert {i["path"] for i in items} == {i["path"] for i in planned}
+    assert {Path(i["path"]).name for i in items} == {
+        "unit.service", "nccl.env", "api-key.env", "override.conf", "current",
+    }  # fmt: skip
+    assert state.in_force()["digest"] == before
+    assert os.readlink(root / "current") == "releases/r1"
+    assert stat.S_IMODE(files["key"].stat().st_mode) == 0o600
+    assert not (etc / "unit.service.d" / "override.conf").exists()
+    assert state.restore(check=False)[0] == []
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda r: (r / "releases/r1/.complete").unlink(), "not complete"),
+        (
+            lambda r: (r / "releases/r1/receipt.json").write_text(json.dumps({"checks": {"argv_ok": False}})),
+            "checks failed",
+        ),
+        (lambda r: (r / "releases/r1" / ds.launch_marker(ARGV)).unlink(), "never parsed the launch argv"),
+    ],
+)
+def test_the_rollback_rules_refuse_before_anything_changes(
+    host: dict[str, Any], damage: Any, message: str
+) -> None:
+    state, files = host["state"], host["files"]
+    state.snapshot(check=False)
+    files["unit"].write_text("changed\n")
+    damage(host["root"])
+    with pytest.raises(RuntimeError, match=message):
+        state.restore(check=False)
+    assert files["unit"].read_text() == "changed\n"
+
+
+def test_a_first_deployment_has_nothing_to_restore(tmp_path: Path) -> None:
+    params = {"state_dir": str(tmp_path / "s"), "files": [str(tmp_path / "unit")], "dirs": [],
+              "link": str(tmp_path / "current"), "launch_args": None}  # fmt: skip
+    state = ds.DeployState(params)
+    assert state.snapshot(check=False)[0]
+    (tmp_path / "unit").write_text("x")
+    with pytest.raises(RuntimeError, match="no release link"):
+        state.restore(check=False)
+
+
+def test_known_bad_records_match_on_the_combination(host: dict[str, Any]) -> None:
+    state = host["state"]
+    bad = {"release_id": "r2", "launch_spec_sha256": "a" * 64, "env_sha256": "b" * 64}
+    assert state.mark_bad(check=False, combination=bad, reason="gate failed at C=30")
+    assert not state.mark_bad(check=False, combination=bad, reason="again")
+    status = state.status(None, bad)
+    assert status["known_bad_match"]["reason"] == "gate failed at C=30"
+    assert state.status(None, {**bad, "env_sha256": "c" * 64})["known_bad_match"] is None
+    assert stat.S_IMODE((state.dir / "known-bad.json").stat().st_mode) == 0o600
+
+
+def test_switch_follows_the_same_rules_and_names_the_allowed(host: dict[str, Any]) -> None:
+    state, root = host["state"], host["root"]
+    release(root, "r3", argv=["--other"])
+    assert ds.allowed_releases(str(root / "current"), ARGV) == ["r2"]
+    with pytest.raises(RuntimeError, match=r"never parsed.*Allowed: r2"):
+        state.switch(False, "r3", ARGV)
+    assert state.switch(False, "r2", ARGV)[0]["path"].endswith("current")
+    assert os.readlink(root / "current") == "releases/r2"
+
+
+def test_the_launch_marker_is_the_stack_roles() -> None:
+    """The stack role: `.launch-ok-{{ (argv | to_json) | hash('sha256') | truncate(16, true, '') }}`."""
+    expected = ".launch-ok-" + hashlib.sha256(to_json(ARGV).encode()).hexdigest()[:16]
+    assert ds.launch_marker(ARGV) == expected
