@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -17,11 +18,34 @@ from .progress import Progress
 from .runner import RunRequest, RunResult, run_playbook
 
 UNREACHABLE_RC = 4  # ansible-playbook: some hosts were unreachable
-BAD_INPUT_RC = 5  # the CLI's own: an input path does not exist
+BAD_INPUT_RC = 5  # the CLI's own: an input path does not exist, a --vault-id is not allowed
 
 
 def _resolve(path: Path | None) -> Path | None:
     return None if path is None else path.expanduser().resolve()
+
+
+# a vault id's label: what ansible-vault writes into the file header ($ANSIBLE_VAULT;1.2;AES256;LABEL)
+_VAULT_LABEL = re.compile(r"[A-Za-z0-9_.:+-]{1,100}")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def vault_id_arg(value: str) -> str:
+    """`--vault-id [LABEL@]FILE` checked and with FILE absolute (ansible-playbook runs in the
+    repository); ValueError naming the value and what is allowed. `prompt` is refused: the play runs
+    without a terminal, nobody could answer."""
+    label, sep, source = value.partition("@") if "@" in value else ("", "", value)
+    allowed = (
+        "allowed: [LABEL@]FILE, LABEL of A-Z a-z 0-9 . _ : + -, FILE an existing password file or script"
+    )
+    if _CONTROL.search(value) or not source or (sep and not _VAULT_LABEL.fullmatch(label)):
+        raise ValueError(f"--vault-id {value!r}: {allowed}")
+    if source in ("prompt", "prompt_ask_vault_pass"):
+        raise ValueError(f"--vault-id {value!r}: a prompt cannot be answered here (no terminal); {allowed}")
+    path = Path(source).expanduser()
+    if not path.is_file():
+        raise ValueError(f"--vault-id {value!r}: {source} is not a file; {allowed}")
+    return f"{label}{sep}{path.resolve()}"
 
 
 def make_request(args: argparse.Namespace, playbook: str, **overrides: Any) -> RunRequest | None:
@@ -36,6 +60,11 @@ def make_request(args: argparse.Namespace, playbook: str, **overrides: Any) -> R
         if not vault_file.expanduser().is_file():
             print(f"vault password file {vault_file} does not exist", file=sys.stderr)
             return None
+    try:
+        vault_ids = tuple(vault_id_arg(value) for value in getattr(args, "vault_id", []))
+    except ValueError as error:
+        print(error, file=sys.stderr)
+        return None
     request = RunRequest(
         project_dir=root,
         playbook=playbook,
@@ -44,6 +73,7 @@ def make_request(args: argparse.Namespace, playbook: str, **overrides: Any) -> R
         limit=args.limit,
         extra_vars=tuple(args.extra_vars),
         vault_password_files=tuple(args.vault_password_file),
+        vault_ids=vault_ids,
         verbosity=args.verbose,
     )
     return replace(request, **overrides)
