@@ -34,19 +34,26 @@ _PATTERNS = (
 )
 
 
-def _json_forms(text: str) -> set[str]:
-    """`text` as the inside of a JSON string: escaped as Python does (ASCII or not) and with `/`
-    escaped as `\\/`, as other JSON encoders do."""
-    escaped = json.dumps(text)[1:-1]
-    return {escaped, json.dumps(text, ensure_ascii=False)[1:-1], escaped.replace("/", "\\/")}
+JSON_DEPTH = 3  # a module result (JSON) in the callback's display (JSON) in a runner event (JSON)
+
+
+def _slashed(text: str) -> str:
+    return text.replace("/", "\\/")
 
 
 def encoded_forms(secret: str) -> set[str]:
-    """The forms a value takes in what we print and write besides itself: JSON-escaped (runner's
-    job_events), JSON inside JSON (escaped twice: a module's JSON output in an event's stdout),
-    Python repr, shell-quoted, URL-encoded (`%3A`, `%40`, `%2F`; `+` for a space)."""
-    once = _json_forms(secret)
-    forms = {secret, *once, *(twice for form in once for twice in _json_forms(form))}
+    """The forms a value takes in what we print and write besides itself: `/` escaped as `\\/` (as
+    some JSON encoders emit it), each of those JSON-escaped up to JSON_DEPTH times (ASCII or not,
+    `/` escaped or not: runner's job_events hold a module's JSON output inside the displayed JSON
+    inside the event's JSON), Python repr, shell-quoted, URL-encoded (`%3A`, `%40`, `%2F`; `+` for
+    a space)."""
+    level = {secret, _slashed(secret)}
+    forms = set(level)
+    for _ in range(JSON_DEPTH):
+        escaped = {json.dumps(text)[1:-1] for text in level}
+        escaped |= {json.dumps(text, ensure_ascii=False)[1:-1] for text in level}
+        level = escaped | {_slashed(text) for text in escaped}
+        forms |= level
     forms |= {repr(secret)[1:-1], shlex.quote(secret)}
     forms |= {
         urllib.parse.quote(secret, safe=""),

@@ -20,10 +20,12 @@ Files: runner's private dir (`<artifacts>/runner`, job events, stdout, command) 
 unscrubbed is readable by another user while the play runs; summary.json and junit.xml are written
 into a private staging dir, scrubbed, and only then moved into place 0644 (CI reads them).
 
-SIGINT, SIGTERM and SIGHUP stop a run the same way: runner kills ansible-playbook's process group
-(its workers and the commands they run with it, no orphan keeps deploying) within a second, the
-reports of what ran are written, the artifacts scrubbed, the temporary `-e` files removed, and the
-run's rc is 128 + the signal's number (130, 143, 129)."""
+SIGINT, SIGTERM and SIGHUP stop a run the same way (PlaybookStop): ansible-playbook gets SIGTERM,
+which it forwards to its workers (each runs in a session of its own, so runner's kill of
+ansible-playbook's process group alone would leave them deploying); what of its process tree is still
+alive after STOP_GRACE_S, or after ansible-playbook is gone, gets SIGKILL. Then the reports of what
+ran are written, the artifacts scrubbed, the temporary `-e` files removed, and the run's rc is 128 +
+the signal's number (SIGINT 130, SIGTERM 143, SIGHUP 129)."""
 
 from __future__ import annotations
 
@@ -37,8 +39,9 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -57,6 +60,7 @@ INTERRUPTED_RC = 128 + signal.SIGINT  # 130: a run stopped by signal N exits 128
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # how often runner asks whether to stop (its default: 5 s, or at the next output line)
 CANCEL_POLL_S = 0.5
+STOP_GRACE_S = 5.0  # SIGTERM to ansible-playbook, then SIGKILL to what is left of its process tree
 
 
 @dataclass(frozen=True)
@@ -264,6 +268,83 @@ def _interruptible() -> Iterator[StopSignal]:
             signal.signal(signo, handler)
 
 
+def _proc_children() -> dict[int, list[int]]:
+    """Every process's children, from /proc (empty where there is no /proc)."""
+    children: dict[int, list[int]] = {}
+    proc = Path("/proc")
+    for entry in proc.iterdir() if proc.is_dir() else ():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry.name))
+    return children
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time (field 22 of /proc/PID/stat): tells it apart from a later process
+    that reuses its pid. None: gone."""
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _proc_cmdline(pid: int) -> list[str]:
+    try:
+        return (Path("/proc") / str(pid) / "cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return []
+
+
+class PlaybookStop:
+    """Runner's cancel callback: stops ansible-playbook (a child of this process) once `requested()`
+    says so. SIGTERM first: ansible-playbook forwards it to its workers, which kill their own
+    sessions (the module and the commands it runs); runner's SIGKILL of ansible-playbook's process
+    group only after STOP_GRACE_S; `reap()` kills what of the tree seen outlived it."""
+
+    def __init__(self, binary: Path, requested: Callable[[], bool]) -> None:
+        self.binary = str(binary)
+        self.requested = requested
+        self.tree: dict[int, str] = {}  # pid -> start time, ansible-playbook and its descendants
+        self.deadline: float | None = None
+
+    def _refresh(self) -> list[int]:
+        """ansible-playbook's pid(s) now; its process tree added to self.tree."""
+        children = _proc_children()
+        mains = [pid for pid in children.get(os.getpid(), []) if self.binary in _proc_cmdline(pid)]
+        todo = list(mains)
+        while todo:
+            pid = todo.pop()
+            start = _start_time(pid)
+            if start is not None:
+                self.tree.setdefault(pid, start)
+                todo += children.get(pid, [])
+        return mains
+
+    def __call__(self) -> bool:
+        """True: runner kills ansible-playbook's process group now."""
+        if not self.requested():
+            return False
+        mains = self._refresh()
+        if self.deadline is None:
+            self.deadline = time.monotonic() + STOP_GRACE_S
+            for pid in mains:
+                with suppress(OSError):
+                    os.kill(pid, signal.SIGTERM)
+            return not mains  # not found (no /proc): runner's kill at once
+        return time.monotonic() > self.deadline
+
+    def reap(self) -> None:
+        """SIGKILL to every process of ansible-playbook's tree that is still the one seen."""
+        for pid, start in self.tree.items():
+            if _start_time(pid) == start:
+                with suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+
+
 def scrub_artifacts(artifact_dir: Path, redactor: Redactor) -> None:
     """Mask secret-named env values in runner's `command` file, then known secrets and secret-looking
     values in every file (the patterns stop at quotes and backslashes: JSON files stay valid)."""
@@ -337,6 +418,22 @@ def _cmdline(request: RunRequest, extra: ExtraVars) -> list[str]:
     return cmdline
 
 
+def _meta(request: RunRequest, ident: str, artifact_dir: Path, interrupted: StopSignal) -> dict[str, Any]:
+    meta = {
+        "run_id": ident,
+        "playbook": request.playbook,
+        "inventory": str(request.inventory.resolve()),
+        "limit": request.limit,
+        "tags": request.tags,
+        "skip_tags": request.skip_tags,
+        "check": request.check,
+        "artifact_dir": str(artifact_dir),
+    }
+    if interrupted:
+        meta["signal"] = signal.Signals(interrupted.signo).name  # the reports say why the run stopped
+    return meta
+
+
 def run_playbook(request: RunRequest, on_event: EventSink | None = None) -> RunResult:
     ident = request.ident or new_ident()
     artifacts = request.artifacts_dir.resolve()
@@ -366,6 +463,7 @@ def run_playbook(request: RunRequest, on_event: EventSink | None = None) -> RunR
     started = datetime.now()
     learning_failed = [False]
     with _extra_var_args(request.extra_vars) as extra, _interruptible() as interrupted:
+        stopper = PlaybookStop(binary, lambda: bool(interrupted) or learning_failed[0])
         thread, runner = ansible_runner.run_async(
             private_data_dir=str(private_dir),
             project_dir=str(project_dir),
@@ -384,7 +482,7 @@ def run_playbook(request: RunRequest, on_event: EventSink | None = None) -> RunR
             fact_cache_type="memory",
             envvars=child_envvars(binary),
             event_handler=handle,
-            cancel_callback=lambda: bool(interrupted) or learning_failed[0],
+            cancel_callback=stopper,
             settings={"pexpect_timeout": CANCEL_POLL_S},
         )
         # learned here while ansible-playbook starts in runner's thread (its first event waits above)
@@ -396,30 +494,24 @@ def run_playbook(request: RunRequest, on_event: EventSink | None = None) -> RunR
             raise
         finally:
             thread.join()
+            if stopper.deadline is not None:
+                stopper.reap()
             if not gate.known:  # what ansible printed before it stopped was never redacted
                 shutil.rmtree(runner.config.artifact_dir, ignore_errors=True)
     finished = datetime.now()
     artifact_dir = Path(runner.config.artifact_dir)
     scrub_artifacts(artifact_dir, redactor)
-    status = str(runner.status)
-    # ansible-playbook's own status; a run stopped by a signal exits like a program it killed
-    if status == "canceled":
-        rc = 128 + (interrupted.signo or signal.SIGINT)
-    else:
-        rc = runner.rc if isinstance(runner.rc, int) else 1
-    meta = {
-        "run_id": ident,
-        "playbook": request.playbook,
-        "inventory": str(request.inventory.resolve()),
-        "limit": request.limit,
-        "tags": request.tags,
-        "skip_tags": request.skip_tags,
-        "check": request.check,
-        "artifact_dir": str(artifact_dir),
-    }
-    if interrupted:
-        meta["signal"] = signal.Signals(interrupted.signo).name  # the reports say why the run stopped
-    summary = recorder.summary(rc=rc, status=status, started=started, finished=finished, meta=meta)
+    # ansible-playbook's own status; a run stopped by a signal exits like a program it killed (also
+    # when ansible-playbook ended on the forwarded SIGTERM before runner's cancel)
+    status = "canceled" if interrupted else str(runner.status)
+    rc = 128 + interrupted.signo if interrupted else runner.rc if isinstance(runner.rc, int) else 1
+    summary = recorder.summary(
+        rc=rc,
+        status=status,
+        started=started,
+        finished=finished,
+        meta=_meta(request, ident, artifact_dir, interrupted),
+    )
     write_scrubbed_reports(
         recorder, summary, [run_dir, artifacts], redactor, changed_is_failure=request.changed_is_failure
     )
