@@ -36,7 +36,9 @@ from ansible.parsing.vault import (  # type: ignore[import-untyped]
     VaultLib,
     get_file_vault_secret,
 )
+from ansible.plugins.loader import init_plugin_loader  # type: ignore[import-untyped]
 from ansible.template import Templar  # type: ignore[import-untyped]
+from ansible.utils.collection_loader import AnsibleCollectionConfig  # type: ignore[import-untyped]
 from ansible.utils.vars import combine_vars  # type: ignore[import-untyped]
 from ansible.vars.manager import VariableManager  # type: ignore[import-untyped]
 
@@ -61,6 +63,13 @@ def split_vault_id(vault_id: str) -> tuple[str | None, str]:
 
 def _is_template(value: Any) -> bool:
     return isinstance(value, str) and any(marker in value for marker in _TEMPLATE_MARKERS)
+
+
+def _collections() -> None:
+    """Ansible's collection loader, as ansible-playbook installs it at start: FQCN plugins
+    (`ansible.builtin.env`, collection filters) resolve in a rendered template only with it."""
+    if AnsibleCollectionConfig.collection_finder is None:
+        init_plugin_loader()
 
 
 def _guarded(lookup: Callable[..., Any]) -> Callable[..., Any]:
@@ -182,6 +191,7 @@ class VarsReader:
         templates = list(self._secret_templates(variables))
         if not templates:
             return []
+        _collections()
         plain = self._plain(variables)
         templar = Templar(loader=self.loader, variables=plain)
         # the engine's own Jinja globals (ansible-core 2.19 keeps them per Templar): lookup/query

@@ -34,6 +34,7 @@ _PATTERNS = (
 )
 
 
+_PERCENT_ESCAPE = re.compile(r"%[0-9A-F]{2}")
 JSON_DEPTH = 3  # a module result (JSON) in the callback's display (JSON) in a runner event (JSON)
 
 
@@ -55,11 +56,13 @@ def encoded_forms(secret: str) -> set[str]:
         level = escaped | {_slashed(text) for text in escaped}
         forms |= level
     forms |= {repr(secret)[1:-1], shlex.quote(secret)}
-    forms |= {
+    encoded = {
         urllib.parse.quote(secret, safe=""),
         urllib.parse.quote(secret),
         urllib.parse.quote_plus(secret),
     }
+    # %-escapes in lower case are the same URL (RFC 3986 2.1), and some encoders write them so
+    forms |= encoded | {_PERCENT_ESCAPE.sub(lambda m: m.group(0).lower(), text) for text in encoded}
     return forms
 
 
