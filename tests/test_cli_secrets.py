@@ -291,19 +291,17 @@ def _alive(pid: int, start: str) -> bool:
     return fields[19] == start and fields[0] != "Z"
 
 
-@pytest.mark.parametrize("signo", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
-def test_signal_mid_play_stops_ansible_writes_reports_scrubs_and_cleans_up(
-    tmp_path: Path, signo: signal.Signals
-) -> None:
-    """The CLI gets the signal while the play runs `sleep 120`: it exits 128+signo within seconds,
-    ansible-playbook, its worker and the sleep are gone, summary.json/junit.xml say what ran (and the
-    signal), no piece of the key is anywhere, the temp `-e` files are removed."""
-    key = make_key("/")
+@dataclass
+class Stopped:
+    rc: int
+    took: float  # seconds from the signal to the CLI's exit
+    output: str
+    left: dict[int, str]  # processes of the CLI's tree (seen during the sleep) still running after it
+
+
+def _signal_mid_sleep(argv: list[str], tmp_path: Path, signo: signal.Signals) -> Stopped:
+    """Runs the CLI until the play's `sleep 120` runs, sends it signo and waits for its exit."""
     (tmp_path / "tmp").mkdir()
-    artifacts = tmp_path / "artifacts"
-    argv = [str(EXE), "up", "-i", str(PROJECT / "inventory.yml"), "--artifacts", str(artifacts),
-            "--playbook", str(PROJECT.relative_to(REPO) / "sleep_leak.yml"),
-            "-e", f"sglang_api_key={key}"]  # fmt: skip
     proc = subprocess.Popen(
         argv, cwd=REPO, env=cli_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
@@ -335,23 +333,58 @@ def test_signal_mid_play_stops_ansible_writes_reports_scrubs_and_cleans_up(
         if proc.poll() is None:
             proc.kill()
     reader.join(timeout=10)
-    output = "".join(lines.queue)
-    assert rc == 128 + signo, output
-    assert took < 10, f"the CLI took {took:.1f}s to stop"
     time.sleep(0.5)
     left = {pid: command for pid, (start, command) in tree.items() if _alive(pid, start)}
     for pid in left:  # no orphan of a failing test keeps running either
         os.kill(pid, signal.SIGKILL)
-    assert left == {}, f"left running after {signo.name}: {left}"
+    return Stopped(rc, took, "".join(lines.queue), left)
+
+
+@pytest.mark.parametrize("signo", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_signal_mid_play_stops_ansible_writes_reports_scrubs_and_cleans_up(
+    tmp_path: Path, signo: signal.Signals
+) -> None:
+    """The CLI gets the signal while the play runs `sleep 120`: it exits 128+signo within seconds,
+    ansible-playbook, its worker and the sleep are gone, summary.json/junit.xml say what ran (and the
+    signal), no piece of the key is anywhere, the temp `-e` files are removed."""
+    key = make_key("/")
+    artifacts = tmp_path / "artifacts"
+    argv = [str(EXE), "up", "-i", str(PROJECT / "inventory.yml"), "--artifacts", str(artifacts),
+            "--playbook", str(PROJECT.relative_to(REPO) / "sleep_leak.yml"),
+            "-e", f"sglang_api_key={key}"]  # fmt: skip
+    stopped = _signal_mid_sleep(argv, tmp_path, signo)
+    assert stopped.rc == 128 + signo, stopped.output
+    assert stopped.took < 10, f"the CLI took {stopped.took:.1f}s to stop"
+    assert stopped.left == {}, f"left running after {signo.name}: {stopped.left}"
     summary = json.loads((artifacts / "summary.json").read_text())
     assert (summary["status"], summary["rc"], summary["signal"]) == ("canceled", 128 + signo, signo.name)
     assert summary["hosts"]["localhost"]["ok"] == 1  # the task that ran before the signal
     junit = (artifacts / "junit.xml").read_text()
     assert 'name="Print the key"' in junit
     assert "Never reached" not in junit
-    assert f"status=canceled rc={128 + signo}" in output
-    assert_no_fragment(artifacts, output, key)
+    assert f"status=canceled rc={128 + signo}" in stopped.output
+    assert_no_fragment(artifacts, stopped.output, key)
     assert not list((tmp_path / "tmp").glob("sglang-deploy-ev-*"))
+
+
+def test_sigterm_stops_a_rolling_up_before_the_next_batch(tmp_path: Path) -> None:
+    """`up --serial 1` over two hosts, SIGTERM during the first batch: exit 143, the second host not
+    started, rollout.json says why."""
+    inventory = tmp_path / "hosts.yml"
+    host = '{ansible_connection: local, ansible_python_interpreter: "{{ ansible_playbook_python }}"}'
+    inventory.write_text(f"all:\n  children:\n    sglang_servers:\n      hosts:\n        node1: {host}\n"
+                         f"        node2: {host}\n")  # fmt: skip
+    artifacts = tmp_path / "artifacts"
+    argv = [str(EXE), "up", "-i", str(inventory), "--artifacts", str(artifacts), "--serial", "1",
+            "--playbook", str(PROJECT.relative_to(REPO) / "sleep_leak.yml"),
+            "-e", f"sglang_api_key={make_key()}"]  # fmt: skip
+    stopped = _signal_mid_sleep(argv, tmp_path, signal.SIGTERM)
+    assert stopped.rc == 143, stopped.output
+    assert stopped.left == {}
+    rollout = json.loads((artifacts / "rollout.json").read_text())
+    assert [batch["hosts"] for batch in rollout["batches"]] == [["node1"]]
+    assert (rollout["stopped"], rollout["not_started"]) == ("stopped by SIGTERM", ["node2"])
+    assert "batch 2/2" not in stopped.output
 
 
 # -- the pieces on their own ------------------------------------------------------------------------

@@ -168,7 +168,6 @@ class ExtraVars:
 
     args: list[str] = field(default_factory=list)
     files: list[Path] = field(default_factory=list)  # -e @file, as given
-    inline: list[Any] = field(default_factory=list)  # parsed key=value / JSON / YAML values
     sources: list[Path] = field(default_factory=list)  # every -e file in order, the temp ones too
 
 
@@ -187,7 +186,6 @@ def _extra_var_args(extra_vars: tuple[str, ...]) -> Iterator[ExtraVars]:
                 continue
             stripped = value.lstrip()
             data: Any = yaml.safe_load(value) if stripped.startswith(("{", "[")) else _kv_to_dict(value)
-            out.inline.append(data)
             path = tmp / f"extra-{index}.json"
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -219,8 +217,6 @@ def learn_secrets(request: RunRequest, extra: ExtraVars, redactor: Redactor) -> 
         redactor.add(*reader.secret_values(data))
         if isinstance(data, dict):
             merged = combine_vars(merged, data)
-    for data in extra.inline:
-        redactor.add(*reader.secret_values(data))
     playbook_dir = (request.project_dir.resolve() / request.playbook).parent
     redactor.add(*reader.from_inventory(request.inventory.resolve(), playbook_dir, merged))
 
