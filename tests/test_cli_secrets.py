@@ -299,8 +299,12 @@ class Stopped:
     left: dict[int, str]  # processes of the CLI's tree (seen during the sleep) still running after it
 
 
-def _signal_mid_sleep(argv: list[str], tmp_path: Path, signo: signal.Signals) -> Stopped:
-    """Runs the CLI until the play's `sleep 120` runs, sends it signo and waits for its exit."""
+def _signal_mid_sleep(
+    argv: list[str], tmp_path: Path, signo: signal.Signals, *, close_output: bool = False
+) -> Stopped:
+    """Runs the CLI until the play's `sleep 120` runs, sends it signo and waits for its exit.
+    close_output: the CLI's stdout is closed once the sleep task started (as a terminal that hangs
+    up: every later write fails)."""
     (tmp_path / "tmp").mkdir()
     proc = subprocess.Popen(
         argv, cwd=REPO, env=cli_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
@@ -312,6 +316,9 @@ def _signal_mid_sleep(argv: list[str], tmp_path: Path, signo: signal.Signals) ->
     def read() -> None:
         for line in stdout:
             lines.put(line)
+            if close_output and "TASK Sleep long" in line:
+                stdout.close()
+                return
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
@@ -364,6 +371,21 @@ def test_signal_mid_play_stops_ansible_writes_reports_scrubs_and_cleans_up(
     assert "Never reached" not in junit
     assert f"status=canceled rc={128 + signo}" in stopped.output
     assert_no_fragment(artifacts, stopped.output, key)
+    assert not list((tmp_path / "tmp").glob("sglang-deploy-ev-*"))
+
+
+def test_sighup_with_the_output_gone_still_stops_reports_and_cleans_up(tmp_path: Path) -> None:
+    """SIGHUP as a closed terminal sends it: the CLI's output cannot be written any more. The run
+    still stops (exit 129), nothing is left running, the reports are written."""
+    artifacts = tmp_path / "artifacts"
+    argv = [str(EXE), "up", "-i", str(PROJECT / "inventory.yml"), "--artifacts", str(artifacts),
+            "--playbook", str(PROJECT.relative_to(REPO) / "sleep_leak.yml"),
+            "-e", f"sglang_api_key={make_key()}"]  # fmt: skip
+    stopped = _signal_mid_sleep(argv, tmp_path, signal.SIGHUP, close_output=True)
+    assert stopped.rc == 129
+    assert stopped.left == {}
+    summary = json.loads((artifacts / "summary.json").read_text())
+    assert (summary["status"], summary["signal"]) == ("canceled", "SIGHUP")
     assert not list((tmp_path / "tmp").glob("sglang-deploy-ev-*"))
 
 

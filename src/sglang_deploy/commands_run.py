@@ -9,6 +9,7 @@ import argparse
 import json
 import re
 import sys
+from contextlib import AbstractContextManager, suppress
 from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any
@@ -84,25 +85,36 @@ def out_stream(args: argparse.Namespace) -> IO[str]:
     return sys.stderr if getattr(args, "json", False) else sys.stdout
 
 
+def _display_lost() -> AbstractContextManager[None]:
+    """Around what only prints: a display that is gone (SIGHUP of a closed terminal, a closed pipe:
+    OSError, or rich's SystemExit(1) on a broken pipe) does not change the run's exit status."""
+    return suppress(OSError, SystemExit)
+
+
 def execute(request: RunRequest, args: argparse.Namespace, title: str) -> RunResult:
     """One run with live progress and the closing lines (per host counts, failed tasks, status)."""
     stream = out_stream(args)
     live = {"auto": None, "live": True, "plain": False}[args.progress]
     progress = Progress(stream, live=live, verbose=args.verbose > 0)
     print(f"sglang-deploy {title}: {request.playbook} on {request.inventory}", file=stream, flush=True)
-    with progress:
+    progress.__enter__()
+    try:
         result = run_playbook(request, on_event=progress)
-    progress.final(result.summary)
-    if result.rc == UNREACHABLE_RC and request.inventory == default_inventory(request.project_dir):
+    finally:
+        with _display_lost():
+            progress.__exit__(None, None, None)
+    with _display_lost():
+        progress.final(result.summary)
+        if result.rc == UNREACHABLE_RC and request.inventory == default_inventory(request.project_dir):
+            print(
+                "hint: is the lab host up? `sglang-deploy lab status` / `sglang-deploy lab create`",
+                file=stream,
+            )
         print(
-            "hint: is the lab host up? `sglang-deploy lab status` / `sglang-deploy lab create`",
+            f"summary: {result.summary_path}  junit: {result.junit_path}  artifacts: {result.artifact_dir}",
             file=stream,
+            flush=True,
         )
-    print(
-        f"summary: {result.summary_path}  junit: {result.junit_path}  artifacts: {result.artifact_dir}",
-        file=stream,
-        flush=True,
-    )
     return result
 
 

@@ -451,6 +451,7 @@ def run_playbook(request: RunRequest, on_event: EventSink | None = None) -> RunR
     loops = CensoredLoops()
 
     gate = SecretGate()
+    shown = [True]
 
     def handle(raw: dict[str, Any]) -> bool:
         if not gate.passes():
@@ -459,8 +460,12 @@ def run_playbook(request: RunRequest, on_event: EventSink | None = None) -> RunR
         if event is not None:
             event = redact_event(event, redactor)
             recorder.feed(event)
-            if on_event is not None:
-                on_event(event)
+            if on_event is not None and shown[0]:
+                try:
+                    on_event(event)
+                except (OSError, SystemExit):  # the display is gone (a terminal closed: SIGHUP; a
+                    # closed pipe; rich's Console raises SystemExit(1) on a broken pipe)
+                    shown[0] = False  # the run goes on being recorded, and stops on the signal
         return True
 
     project_dir = request.project_dir.resolve()
