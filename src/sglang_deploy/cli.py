@@ -5,7 +5,9 @@ the exit status. To add a subcommand: write `_add_<name>(subparsers)` below and 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -183,13 +185,29 @@ def resolve_handler(spec: str) -> Handler:
     return handler
 
 
+def _detach_lost_output() -> None:
+    """stdout/stderr that can no longer be written (the terminal closed: SIGHUP; the reader of a
+    pipe gone) point at /dev/null, so the exit status stays the run's, not the 120 of a failed
+    flush at interpreter exit."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except OSError:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, stream.fileno())
+            os.close(devnull)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return resolve_handler(args.handler)(args)
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        with contextlib.suppress(OSError):
+            print("interrupted", file=sys.stderr)
         return 130
+    finally:
+        _detach_lost_output()
 
 
 if __name__ == "__main__":

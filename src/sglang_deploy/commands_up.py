@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from dataclasses import replace
 
@@ -42,6 +43,7 @@ def roll(request: RunRequest, args: argparse.Namespace, max_fail_percent: float)
         )
         return 1
     rollout = Rollout(args.serial, max_fail_percent, hosts)
+    stop_rc = 0
     plan = rollout.plan()
     print(
         f"sglang-deploy up: rolling over {len(hosts)} host(s) in {len(plan)} batch(es) of --serial "
@@ -51,7 +53,10 @@ def roll(request: RunRequest, args: argparse.Namespace, max_fail_percent: float)
     for index, batch in enumerate(plan, start=1):
         print(f"== batch {index}/{len(plan)}: {', '.join(batch)}", flush=True)
         result = execute(replace(request, limit=",".join(batch)), args, f"up (batch {index}/{len(plan)})")
-        if not rollout.record(batch, result.ident, result.rc, result.summary):
+        if not rollout.record(batch, result.ident, result.rc, result.summary) or result.stop_signal:
+            if result.stop_signal:  # SIGINT/SIGTERM/SIGHUP: no later batch starts
+                rollout.stopped = rollout.stopped or f"stopped by {signal.Signals(result.stop_signal).name}"
+                stop_rc = result.rc
             break
     report = rollout.report()
     path = request.artifacts_dir / "rollout.json"
@@ -64,4 +69,4 @@ def roll(request: RunRequest, args: argparse.Namespace, max_fail_percent: float)
         hosts_text = ", ".join(batch_run["hosts"])
         print(f"batch {number}: {hosts_text}  rc={batch_run['rc']}  failed: {failed}", flush=True)
     print(f"rollout: {path}", flush=True)
-    return rollout.rc()
+    return stop_rc or rollout.rc()

@@ -36,6 +36,14 @@ def add_run_options(p: argparse.ArgumentParser, *, playbook: str | None, json_ou
         help="vault password file (repeatable); passed by path, never by value",
     )
     p.add_argument(
+        "--vault-id",
+        action="append",
+        default=[],
+        metavar="[LABEL@]FILE",
+        help="vault identity: a password file or script, optionally labelled (repeatable); passed to "
+        "ansible-playbook by path, and used to learn the secrets to mask",
+    )
+    p.add_argument(
         "--artifacts",
         type=Path,
         metavar="DIR",

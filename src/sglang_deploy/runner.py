@@ -5,15 +5,27 @@ dir goes first on the child's PATH.
 
 Secrets stay out of runner's artifacts: extra vars given as `key=value`/JSON are written to a private
 temporary file (outside the artifacts dir, removed after the run) and passed as `-e @file`; vault
-password files are passed by path on the command line; nothing secret goes through envvars/extravars
-(runner writes both to disk). The secrets the run will use are learned (known_secrets.py: `-e @file`s
-and the inventory's variables, vault-encrypted ones decrypted in memory with Ansible's loaders, plus
+password files and `--vault-id`s are passed by path on the command line; nothing secret goes through
+envvars/extravars (runner writes both to disk). The secrets the run will use are learned
+(known_secrets.py: `-e` values and the inventory's variables, vault-encrypted ones decrypted in memory
+with Ansible's loaders and the run's vault secrets, secret-named templates rendered, plus
 secret-named environment variables) while ansible-playbook starts (importing Ansible's loaders here
 costs about as long as its own start-up, 0.3-0.4 s); no event is parsed, printed or recorded before
-that learning is done, and every event is redacted before it is printed or recorded. Runner copies
-the whole process environment into artifacts/<id>/command: values of secret-named variables are
-masked there after the run, and every known secret value and secret-looking `name=value` is masked
-in every artifact file."""
+that learning is done, and every event is redacted (each secret in its plain, JSON-escaped, quoted
+and URL-encoded forms) before it is printed or recorded. Runner copies the whole process environment
+into artifacts/<id>/command: values of secret-named variables are masked there after the run, and
+every known secret value and secret-looking `name=value` is masked in every artifact file.
+
+Files: runner's private dir (`<artifacts>/runner`, job events, stdout, command) is 0700, so nothing
+unscrubbed is readable by another user while the play runs; summary.json and junit.xml are written
+into a private staging dir, scrubbed, and only then moved into place 0644 (CI reads them).
+
+SIGINT, SIGTERM and SIGHUP stop a run the same way (PlaybookStop): ansible-playbook gets SIGTERM,
+which it forwards to its workers (each runs in a session of its own, so runner's kill of
+ansible-playbook's process group alone would leave them deploying); what of its process tree is still
+alive after STOP_GRACE_S, or after ansible-playbook is gone, gets SIGKILL. Then the reports of what
+ran are written, the artifacts scrubbed, the temporary `-e` files removed, and the run's rc is 128 +
+the signal's number (SIGINT 130, SIGTERM 143, SIGHUP 129)."""
 
 from __future__ import annotations
 
@@ -27,8 +39,9 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -43,7 +56,11 @@ from .redact import MASK, SECRET_NAME, Redactor, secret_env_values
 from .report import RunRecorder, write_reports
 
 EventSink = Callable[[Event], None]
-INTERRUPTED_RC = 130
+INTERRUPTED_RC = 128 + signal.SIGINT  # 130: a run stopped by signal N exits 128 + N
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# how often runner asks whether to stop (its default: 5 s, or at the next output line)
+CANCEL_POLL_S = 0.5
+STOP_GRACE_S = 5.0  # SIGTERM to ansible-playbook, then SIGKILL to what is left of its process tree
 
 
 @dataclass(frozen=True)
@@ -59,6 +76,8 @@ class RunRequest:
     diff: bool = False
     extra_vars: tuple[str, ...] = ()
     vault_password_files: tuple[Path, ...] = ()
+    # --vault-id [LABEL@]SOURCE, SOURCE absolute (commands_run.vault_id_arg checked it)
+    vault_ids: tuple[str, ...] = ()
     verbosity: int = 0
     ident: str | None = None
     # a drift check (check mode on a converged host): changed tasks are JUnit failures
@@ -76,6 +95,8 @@ class RunResult:
     summary_path: Path
     junit_path: Path
     extra: dict[str, Any] = field(default_factory=dict)
+    # SIGINT/SIGTERM/SIGHUP that arrived during the run (0: none): the caller stops too
+    stop_signal: int = 0
 
 
 def new_ident() -> str:
@@ -122,7 +143,16 @@ def redact_event(event: Event, redactor: Redactor) -> Event:
 
 
 def _kv_to_dict(text: str) -> dict[str, str]:
-    """`a=1 b='x y'` -> {"a": "1", "b": "x y"} (strings, as ansible-playbook -e does)."""
+    """`a=1 b='x y'` -> {"a": "1", "b": "x y"} (strings, as ansible-playbook -e does). A value with a
+    template (`k={{ a }}`, spaces inside the braces) is split by Ansible's own parse_kv, as
+    ansible-playbook splits it (imported only then: 80 ms)."""
+    if "{{" in text or "{%" in text:
+        from ansible.parsing.splitter import parse_kv  # type: ignore[import-untyped]  # noqa: PLC0415
+
+        parsed: dict[str, str] = dict(parse_kv(text))
+        if "_raw_params" in parsed:
+            raise ValueError(f"extra var {parsed['_raw_params']!r} is not key=value, JSON/YAML, or @file")
+        return parsed
     result: dict[str, str] = {}
     for token in shlex.split(text):
         key, sep, value = token.partition("=")
@@ -138,7 +168,7 @@ class ExtraVars:
 
     args: list[str] = field(default_factory=list)
     files: list[Path] = field(default_factory=list)  # -e @file, as given
-    inline: list[Any] = field(default_factory=list)  # parsed key=value / JSON / YAML values
+    sources: list[Path] = field(default_factory=list)  # every -e file in order, the temp ones too
 
 
 @contextmanager
@@ -151,15 +181,16 @@ def _extra_var_args(extra_vars: tuple[str, ...]) -> Iterator[ExtraVars]:
             if value.startswith("@"):
                 path = Path(value[1:]).expanduser().resolve()
                 out.files.append(path)
+                out.sources.append(path)
                 out.args += ["-e", f"@{path}"]
                 continue
             stripped = value.lstrip()
             data: Any = yaml.safe_load(value) if stripped.startswith(("{", "[")) else _kv_to_dict(value)
-            out.inline.append(data)
             path = tmp / f"extra-{index}.json"
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 json.dump(data, handle)
+            out.sources.append(path)
             out.args += ["-e", f"@{path}"]
         yield out
     finally:
@@ -168,18 +199,26 @@ def _extra_var_args(extra_vars: tuple[str, ...]) -> Iterator[ExtraVars]:
 
 def learn_secrets(request: RunRequest, extra: ExtraVars, redactor: Redactor) -> None:
     """Every secret the run will see, into the redactor: the vault passwords, vault files and `!vault`
-    values decrypted in memory with the run's password files (Ansible's own loaders), secret-named
-    values of the inventory and of the extra vars."""
+    values decrypted in memory with the run's password files and vault ids (Ansible's own loaders),
+    secret-named values of the inventory and of the extra vars, and the secret-named templates of
+    both rendered against the variables a host gets (inventory, extra vars on top)."""
+    from ansible.utils.vars import combine_vars  # type: ignore[import-untyped]  # noqa: PLC0415
+
     from .known_secrets import VarsReader  # noqa: PLC0415 - Ansible's loaders: 0.3 s to import
 
-    reader = VarsReader(request.vault_password_files)
+    reader = VarsReader(request.vault_password_files, request.vault_ids)
     redactor.add(*reader.passwords)
-    playbook_dir = (request.project_dir.resolve() / request.playbook).parent
-    redactor.add(*reader.from_inventory(request.inventory.resolve(), playbook_dir))
-    for path in extra.files:
-        redactor.add(*reader.from_file(path))
-    for data in extra.inline:
+    merged: dict[str, Any] = {}
+    # each -e as ansible-playbook reads it (inline values from their temp file: the same loader)
+    for path in extra.sources:
+        data = reader.load(path)
+        if data is None:
+            continue
         redactor.add(*reader.secret_values(data))
+        if isinstance(data, dict):
+            merged = combine_vars(merged, data)
+    playbook_dir = (request.project_dir.resolve() / request.playbook).parent
+    redactor.add(*reader.from_inventory(request.inventory.resolve(), playbook_dir, merged))
 
 
 class SecretGate:
@@ -203,22 +242,112 @@ class SecretGate:
             self._done.set()
 
 
+@dataclass
+class StopSignal:
+    """The first of SIGINT/SIGTERM/SIGHUP that arrived during the run (0: none)."""
+
+    signo: int = 0
+
+    def __bool__(self) -> bool:
+        return self.signo != 0
+
+
 @contextmanager
-def _interruptible() -> Iterator[list[bool]]:
-    """Ctrl-C asks runner to stop ansible (so the reports of the partial run are still written)."""
-    flag = [False]
+def _interruptible() -> Iterator[StopSignal]:
+    """SIGINT, SIGTERM and SIGHUP ask runner to stop ansible-playbook (so the reports of the partial
+    run are still written, the artifacts scrubbed, the temp files removed); the previous handlers
+    come back after the run."""
+    stop = StopSignal()
     if threading.current_thread() is not threading.main_thread():
-        yield flag
+        yield stop
         return
 
-    def on_sigint(signum: int, frame: FrameType | None) -> None:
-        flag[0] = True
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.signo = stop.signo or signum
 
-    previous = signal.signal(signal.SIGINT, on_sigint)
+    previous = {signo: signal.signal(signo, on_signal) for signo in STOP_SIGNALS}
     try:
-        yield flag
+        yield stop
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for signo, handler in previous.items():
+            signal.signal(signo, handler)
+
+
+def _proc_children() -> dict[int, list[int]]:
+    """Every process's children, from /proc (empty where there is no /proc)."""
+    children: dict[int, list[int]] = {}
+    proc = Path("/proc")
+    for entry in proc.iterdir() if proc.is_dir() else ():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry.name))
+    return children
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time (field 22 of /proc/PID/stat): tells it apart from a later process
+    that reuses its pid. None: gone."""
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _proc_cmdline(pid: int) -> list[str]:
+    try:
+        return (Path("/proc") / str(pid) / "cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return []
+
+
+class PlaybookStop:
+    """Runner's cancel callback: stops ansible-playbook (a child of this process) once `requested()`
+    says so. SIGTERM first: ansible-playbook forwards it to its workers, which kill their own
+    sessions (the module and the commands it runs); runner's SIGKILL of ansible-playbook's process
+    group only after STOP_GRACE_S; `reap()` kills what of the tree seen outlived it."""
+
+    def __init__(self, binary: Path, requested: Callable[[], bool]) -> None:
+        self.binary = str(binary)
+        self.requested = requested
+        self.tree: dict[int, str] = {}  # pid -> start time, ansible-playbook and its descendants
+        self.deadline: float | None = None
+
+    def _refresh(self) -> list[int]:
+        """ansible-playbook's pid(s) now; its process tree added to self.tree."""
+        children = _proc_children()
+        mains = [pid for pid in children.get(os.getpid(), []) if self.binary in _proc_cmdline(pid)]
+        todo = list(mains)
+        while todo:
+            pid = todo.pop()
+            start = _start_time(pid)
+            if start is not None:
+                self.tree.setdefault(pid, start)
+                todo += children.get(pid, [])
+        return mains
+
+    def __call__(self) -> bool:
+        """True: runner kills ansible-playbook's process group now."""
+        if not self.requested():
+            return False
+        mains = self._refresh()
+        if self.deadline is None:
+            self.deadline = time.monotonic() + STOP_GRACE_S
+            for pid in mains:
+                with suppress(OSError):
+                    os.kill(pid, signal.SIGTERM)
+            return not mains  # not found (no /proc): runner's kill at once
+        return time.monotonic() > self.deadline
+
+    def reap(self) -> None:
+        """SIGKILL to every process of ansible-playbook's tree that is still the one seen."""
+        for pid, start in self.tree.items():
+            if _start_time(pid) == start:
+                with suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
 
 
 def scrub_artifacts(artifact_dir: Path, redactor: Redactor) -> None:
@@ -236,88 +365,65 @@ def scrub_artifacts(artifact_dir: Path, redactor: Redactor) -> None:
     for path in artifact_dir.rglob("*"):
         if not path.is_file() or path.is_symlink():
             continue
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (UnicodeDecodeError, OSError):
-            continue
-        cleaned = redactor(text)
-        if cleaned != text:
-            path.write_text(cleaned, encoding="utf-8")
+        scrub_file(path, redactor)
 
 
-def run_playbook(request: RunRequest, on_event: EventSink | None = None) -> RunResult:
-    ident = request.ident or new_ident()
-    artifacts = request.artifacts_dir.resolve()
-    private_dir = artifacts / "runner"
-    run_dir = artifacts / "runs" / ident
-    private_dir.mkdir(parents=True, exist_ok=True)
-    redactor = Redactor(secret_env_values(os.environ))
-    recorder = RunRecorder(redact=redactor)
-    loops = CensoredLoops()
+def scrub_file(path: Path, redactor: Redactor) -> None:
+    """Known secrets and secret-looking values of one text file masked in place."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (UnicodeDecodeError, OSError):
+        return
+    cleaned = redactor(text)
+    if cleaned != text:
+        path.write_text(cleaned, encoding="utf-8")
 
-    gate = SecretGate()
 
-    def handle(raw: dict[str, Any]) -> bool:
-        if not gate.passes():
-            return False  # learning failed: dropped, and runner keeps no job event file of it either
-        event = loops.fold(parse_event(raw))
-        if event is not None:
-            event = redact_event(event, redactor)
-            recorder.feed(event)
-            if on_event is not None:
-                on_event(event)
-        return True
+REPORT_MODE = 0o644
 
-    project_dir = request.project_dir.resolve()
-    binary = ansible_playbook_binary()
-    started = datetime.now()
-    with _extra_var_args(request.extra_vars) as extra, _interruptible() as interrupted:
-        cmdline: list[str] = [*extra.args]
-        for vault_file in request.vault_password_files:
-            cmdline += ["--vault-password-file", str(vault_file.expanduser().resolve())]
-        if request.check:
-            cmdline.append("--check")
-        if request.diff:
-            cmdline.append("--diff")
-        # with binary= runner runs it as given (RAW mode) and leaves the playbook to us
-        cmdline.append(request.playbook)
-        thread, runner = ansible_runner.run_async(
-            private_data_dir=str(private_dir),
-            project_dir=str(project_dir),
-            binary=str(binary),
-            inventory=str(request.inventory.resolve()),
-            limit=request.limit,
-            tags=request.tags,
-            skip_tags=request.skip_tags,
-            verbosity=request.verbosity or None,
-            cmdline=shlex.join(cmdline),
-            ident=ident,
-            quiet=True,
-            suppress_env_files=True,
-            # runner's default is a jsonfile fact cache in each run's artifacts (never read again);
-            # ansible-core 2.19 decodes it on every task: 3 s of a 13 s no-op. ansible.cfg's memory cache
-            fact_cache_type="memory",
-            envvars=child_envvars(binary),
-            event_handler=handle,
-            cancel_callback=lambda: interrupted[0],
-        )
-        # learned here while ansible-playbook starts in runner's thread (its first event waits above)
-        try:
-            with gate.learning():
-                learn_secrets(request, extra, redactor)
-        except BaseException:
-            interrupted[0] = True  # runner stops ansible-playbook; no event is shown or recorded
-            raise
-        finally:
-            thread.join()
-            if not gate.known:  # what ansible printed before it stopped was never redacted
-                shutil.rmtree(runner.config.artifact_dir, ignore_errors=True)
-    finished = datetime.now()
-    artifact_dir = Path(runner.config.artifact_dir)
-    scrub_artifacts(artifact_dir, redactor)
-    status = str(runner.status)
-    # ansible-playbook's own status; a run we stopped on Ctrl-C exits like an interrupted program
-    rc = INTERRUPTED_RC if status == "canceled" else runner.rc if isinstance(runner.rc, int) else 1
+
+def write_scrubbed_reports(
+    recorder: RunRecorder,
+    summary: dict[str, Any],
+    directories: list[Path],
+    redactor: Redactor,
+    *,
+    changed_is_failure: bool,
+) -> None:
+    """summary.json and junit.xml written into a private (0700) staging dir, scrubbed there, then
+    0644 and renamed into each directory: no reader ever sees an unscrubbed or partial report."""
+    directories[-1].mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".reports-", dir=directories[-1]) as staging:
+        write_reports(recorder, summary, [Path(staging)], changed_is_failure=changed_is_failure)
+        for name in ("summary.json", "junit.xml"):
+            scrub_file(Path(staging) / name, redactor)
+            os.chmod(Path(staging) / name, REPORT_MODE)
+        for directory in directories:
+            directory.mkdir(parents=True, exist_ok=True)
+            for name in ("summary.json", "junit.xml"):
+                partial = directory / f".{name}.partial"
+                shutil.copyfile(Path(staging) / name, partial)
+                os.chmod(partial, REPORT_MODE)
+                os.replace(partial, directory / name)
+
+
+def _cmdline(request: RunRequest, extra: ExtraVars) -> list[str]:
+    """ansible-playbook's arguments besides those runner adds (inventory, limit, tags, verbosity)."""
+    cmdline: list[str] = [*extra.args]
+    for vault_id in request.vault_ids:
+        cmdline += ["--vault-id", vault_id]
+    for vault_file in request.vault_password_files:
+        cmdline += ["--vault-password-file", str(vault_file.expanduser().resolve())]
+    if request.check:
+        cmdline.append("--check")
+    if request.diff:
+        cmdline.append("--diff")
+    # with binary= runner runs it as given (RAW mode) and leaves the playbook to us
+    cmdline.append(request.playbook)
+    return cmdline
+
+
+def _meta(request: RunRequest, ident: str, artifact_dir: Path, interrupted: StopSignal) -> dict[str, Any]:
     meta = {
         "run_id": ident,
         "playbook": request.playbook,
@@ -328,8 +434,97 @@ def run_playbook(request: RunRequest, on_event: EventSink | None = None) -> RunR
         "check": request.check,
         "artifact_dir": str(artifact_dir),
     }
-    summary = recorder.summary(rc=rc, status=status, started=started, finished=finished, meta=meta)
-    write_reports(recorder, summary, [run_dir, artifacts], changed_is_failure=request.changed_is_failure)
+    if interrupted:
+        meta["signal"] = signal.Signals(interrupted.signo).name  # the reports say why the run stopped
+    return meta
+
+
+def run_playbook(request: RunRequest, on_event: EventSink | None = None) -> RunResult:
+    ident = request.ident or new_ident()
+    artifacts = request.artifacts_dir.resolve()
+    private_dir = artifacts / "runner"
+    run_dir = artifacts / "runs" / ident
+    private_dir.mkdir(parents=True, exist_ok=True)
+    private_dir.chmod(0o700)  # runner's files are unscrubbed until the run ends
+    redactor = Redactor(secret_env_values(os.environ))
+    recorder = RunRecorder(redact=redactor)
+    loops = CensoredLoops()
+
+    gate = SecretGate()
+    shown = [True]
+
+    def handle(raw: dict[str, Any]) -> bool:
+        if not gate.passes():
+            return False  # learning failed: dropped, and runner keeps no job event file of it either
+        event = loops.fold(parse_event(raw))
+        if event is not None:
+            event = redact_event(event, redactor)
+            recorder.feed(event)
+            if on_event is not None and shown[0]:
+                try:
+                    on_event(event)
+                except (OSError, SystemExit):  # the display is gone (a terminal closed: SIGHUP; a
+                    # closed pipe; rich's Console raises SystemExit(1) on a broken pipe)
+                    shown[0] = False  # the run goes on being recorded, and stops on the signal
+        return True
+
+    project_dir = request.project_dir.resolve()
+    binary = ansible_playbook_binary()
+    started = datetime.now()
+    learning_failed = [False]
+    with _extra_var_args(request.extra_vars) as extra, _interruptible() as interrupted:
+        stopper = PlaybookStop(binary, lambda: bool(interrupted) or learning_failed[0])
+        thread, runner = ansible_runner.run_async(
+            private_data_dir=str(private_dir),
+            project_dir=str(project_dir),
+            binary=str(binary),
+            inventory=str(request.inventory.resolve()),
+            limit=request.limit,
+            tags=request.tags,
+            skip_tags=request.skip_tags,
+            verbosity=request.verbosity or None,
+            cmdline=shlex.join(_cmdline(request, extra)),
+            ident=ident,
+            quiet=True,
+            suppress_env_files=True,
+            # runner's default is a jsonfile fact cache in each run's artifacts (never read again);
+            # ansible-core 2.19 decodes it on every task: 3 s of a 13 s no-op. ansible.cfg's memory cache
+            fact_cache_type="memory",
+            envvars=child_envvars(binary),
+            event_handler=handle,
+            cancel_callback=stopper,
+            settings={"pexpect_timeout": CANCEL_POLL_S},
+        )
+        # learned here while ansible-playbook starts in runner's thread (its first event waits above)
+        try:
+            with gate.learning():
+                learn_secrets(request, extra, redactor)
+        except BaseException:
+            learning_failed[0] = True  # runner stops ansible-playbook; no event is shown or recorded
+            raise
+        finally:
+            thread.join()
+            if stopper.deadline is not None:
+                stopper.reap()
+            if not gate.known:  # what ansible printed before it stopped was never redacted
+                shutil.rmtree(runner.config.artifact_dir, ignore_errors=True)
+    finished = datetime.now()
+    artifact_dir = Path(runner.config.artifact_dir)
+    scrub_artifacts(artifact_dir, redactor)
+    # ansible-playbook's own status; a run stopped by a signal exits like a program it killed (also
+    # when ansible-playbook ended on the forwarded SIGTERM before runner's cancel)
+    status = "canceled" if interrupted else str(runner.status)
+    rc = 128 + interrupted.signo if interrupted else runner.rc if isinstance(runner.rc, int) else 1
+    summary = recorder.summary(
+        rc=rc,
+        status=status,
+        started=started,
+        finished=finished,
+        meta=_meta(request, ident, artifact_dir, interrupted),
+    )
+    write_scrubbed_reports(
+        recorder, summary, [run_dir, artifacts], redactor, changed_is_failure=request.changed_is_failure
+    )
     return RunResult(
         rc=rc,
         status=status,
@@ -339,4 +534,5 @@ def run_playbook(request: RunRequest, on_event: EventSink | None = None) -> RunR
         run_dir=run_dir,
         summary_path=artifacts / "summary.json",
         junit_path=artifacts / "junit.xml",
+        stop_signal=interrupted.signo,
     )
