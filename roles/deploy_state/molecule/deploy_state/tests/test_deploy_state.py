@@ -22,14 +22,17 @@ def main_pid(host: Any) -> str:
 
 def test_the_snapshot_is_private_and_names_the_release(host: Any) -> None:
     state = host.file(STATE)
-    assert state.is_directory and state.user == "root" and state.mode == 0o700
+    assert state.is_directory
+    assert state.user == "root"
+    assert state.mode == 0o700
     manifest = json.loads(host.file(f"{STATE}/snapshot/manifest.json").content_string)
     assert manifest["release"] == "r1"
     paths = {e["path"] for e in manifest["entries"]}
     assert {UNIT, "/etc/sglang/nccl.env", "/etc/sglang/api-key.env", "/etc/sglang/launch-args.json"} <= paths
     for entry in manifest["entries"]:
         copy = host.file(f"{STATE}/snapshot/files/{entry['copy']}")
-        assert copy.mode == 0o600 and copy.user == "root"
+        assert copy.mode == 0o600
+        assert copy.user == "root"
     verified = json.loads(host.file(f"{STATE}/verified.json").content_string)
     assert verified["digest"] == manifest["digest"]
 
@@ -63,7 +66,8 @@ def test_the_failed_combination_is_refused_unless_overridden(host: Any) -> None:
     rc, out = moltest.run_playbook("known_bad.yml", extra=[failed])
     assert rc != 0
     assert "refusing to deploy a known-bad combination" in out
-    assert "release r2" in out and "sglang_allow_known_bad=true" in out
+    assert "release r2" in out
+    assert "sglang_allow_known_bad=true" in out
     rc, out = moltest.run_playbook("known_bad.yml", extra=[{**failed, "sglang_allow_known_bad": True}])
     assert rc == 0, out[-3000:]
     rc, out = moltest.run_playbook("known_bad.yml")  # the state in force (r1, SYS) is not known-bad
