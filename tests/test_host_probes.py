@@ -184,7 +184,7 @@ def test_argv_words_systemd_expands_are_wildcards_or_their_wanted_value() -> Non
         "--hf-token=********",
         "--tokenizer-path",
         "/m",
-        "--x",
+        "-x",
         "********",
     ]
 
