@@ -57,6 +57,10 @@ module: sglang_service_probe
 short_description: Read-only probe of the SGLang service's inputs and managed state on a host
 description:
   - "The keys of O(spec): see the module's docstring."
+  - "With C(process) in O(spec): when the unit is active, its MainPID's argv, environment and release
+    are compared on the host with the wanted ExecStart argv, environment and release; C(probe.process)
+    holds the masked argv, its sha256, variable names and C(differs) (what differs), never an
+    environment value of a secret-looking name."
 extends_documentation_fragment: [sglang.deploy.probe]
 """
 
