@@ -10,10 +10,14 @@ import hashlib
 import json
 import os
 import pwd
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
+import pytest
 from modload import REPO, load_module
 
 host_probe = load_module("host_probe", REPO / "plugins/modules/preflight_host_probe.py")
@@ -121,3 +125,187 @@ def test_service_probe_files_user_and_config_dirs(tmp_path: Path) -> None:
     assert out["key_exists"] is False
     assert out["enabled"] != "enabled"  # no such unit (or no systemd here)
     assert out["active"] != "active"
+
+
+# --- the running process (sglang_service_probe's `process`): real child processes, real /proc -------
+
+host_state = load_module("host_state", REPO / "plugins/module_utils/host_state.py")
+TEST_SECRET = "ProbeTestSecret-0123456789abcdef"  # test-only value
+
+
+def _wait_for_exec(proc: subprocess.Popen[bytes], argv0: str) -> None:
+    """Until the child's /proc/<pid>/cmdline shows the exec'd argv (not the forked parent's)."""
+    for _ in range(200):
+        with open(f"/proc/{proc.pid}/cmdline", "rb") as fh:
+            if fh.read().startswith(argv0.encode() + b"\0"):
+                return
+        time.sleep(0.01)
+    raise AssertionError(f"{proc.pid} never exec'd {argv0}")
+
+
+def _release_tree(tmp_path: Path) -> Path:
+    """<root>/releases/{r1,r2}/bin/sh (copies of the real shell) and current -> r1."""
+    root = tmp_path / "opt"
+    for rel in ("r1", "r2"):
+        (root / "releases" / rel / "bin").mkdir(parents=True)
+        shutil.copy2(os.path.realpath("/bin/sh"), root / "releases" / rel / "bin" / "sh")
+    (root / "current").symlink_to(root / "releases" / "r1")
+    return root
+
+
+def test_env_file_is_parsed_never_sourced() -> None:
+    text = (
+        "# comment\n; also a comment\n\nNCCL_PROTO=LL\n  NCCL_ALGO = Ring \nQUOTED=\"a b\"\nSINGLE='x'\n"
+        "NOT A NAME=1\nno_equals\nNCCL_PROTO=Simple\nSUB=$(touch /tmp/x)\n"
+    )
+    assert host_state.parse_env_file(text) == {
+        "NCCL_PROTO": "Simple", "NCCL_ALGO": "Ring", "QUOTED": "a b", "SINGLE": "x", "SUB": "$(touch /tmp/x)",
+    }  # fmt: skip
+
+
+def test_argv_words_systemd_expands_are_wildcards_or_their_wanted_value() -> None:
+    match = host_state.argv_word_matches
+    assert match("${SGLANG_API_KEY}", TEST_SECRET, {"SGLANG_API_KEY": TEST_SECRET})
+    assert not match("${SGLANG_API_KEY}", "OtherKey-0123456789", {"SGLANG_API_KEY": TEST_SECRET})
+    assert match("${SGLANG_API_KEY}", "anything", {})  # value not known here: any word
+    assert match("%d/api-key", "/run/credentials/sglang-kimi.service/api-key", {})
+    assert not match("%d/api-key", "/run/credentials/sglang-kimi.service/other", {})
+    assert match("${SGLANG_API_KEY}", "${SGLANG_API_KEY}", {"SGLANG_API_KEY": TEST_SECRET})  # quoted $$
+    assert not match("--tp-size", "--tp-size=8", {})
+    masked = host_state.mask_argv(
+        ["py", "--api-key", TEST_SECRET, "--hf-token=abc", "--tokenizer-path", "/m", "-x", f"x{TEST_SECRET}"],
+        ["py", "--api-key", "${SGLANG_API_KEY}"],
+        {"SGLANG_API_KEY": TEST_SECRET},
+    )  # fmt: skip
+    assert masked == [
+        "py",
+        "--api-key",
+        "********",
+        "--hf-token=********",
+        "--tokenizer-path",
+        "/m",
+        "-x",
+        "********",
+    ]
+
+
+def test_process_compare_of_a_real_child(tmp_path: Path) -> None:
+    root = _release_tree(tmp_path)
+    exe = str(root / "current" / "bin" / "sh")  # exec'd through current: the kernel resolves it
+    env = {"NCCL_PROTO": "LL", "NCCL_NTHREADS": "512", "SGLANG_API_KEY": TEST_SECRET, "HOME": str(tmp_path)}
+    # the shell keeps its own argv (the flags are its positional parameters) while its sleep runs
+    child = subprocess.Popen([exe, "-c", "sleep 60; :", "--api-key", TEST_SECRET], env=env, cwd=tmp_path)
+    try:
+        _wait_for_exec(child, exe)
+        proc = host_state.read_process(child.pid)
+        assert proc["argv"] == [exe, "-c", "sleep 60; :", "--api-key", TEST_SECRET]
+        assert proc["environ"] == env
+        assert proc["cwd"] == str(tmp_path)
+        # the release at exec time, although current moves now (argv[0] still names current)
+        (root / "current").unlink()
+        (root / "current").symlink_to(root / "releases" / "r2")
+        unit_argv = [exe, "-c", "sleep 60; :", "--api-key", "${SGLANG_API_KEY}"]
+        file_env = {"NCCL_PROTO": "LL", "NCCL_NTHREADS": "512", "HOME": str(tmp_path)}
+        key_env = {"SGLANG_API_KEY": TEST_SECRET}
+
+        def compare(**over: Any) -> dict[str, Any]:
+            args: dict[str, Any] = {
+                "want_argv": unit_argv, "want_env": {**file_env, **key_env}, "prefixes": ["NCCL_", "SGLANG_"],
+                "want_release": str(root / "releases" / "r1"), "root": str(root),
+            }  # fmt: skip
+            result: dict[str, Any] = host_state.compare_process(proc, **(args | over))
+            assert TEST_SECRET not in json.dumps(result), result  # never a secret, masked or compared only
+            return result
+
+        same = compare()
+        assert same["differs"] == [], same
+        assert same["release"] == str(root / "releases" / "r1")
+        assert same["argv"] == [exe, "-c", "sleep 60; :", "--api-key", "********"]
+        assert same["argv_sha256"] == hashlib.sha256("\0".join(same["argv"]).encode()).hexdigest()
+        assert same["env_checked"] == ["HOME", "NCCL_NTHREADS", "NCCL_PROTO", "SGLANG_API_KEY"]
+        # the NCCL file changed behind the process' back, a variable was removed from it, the key rotated
+        changed = compare(
+            want_env={"NCCL_NTHREADS": "256", "HOME": str(tmp_path), "SGLANG_API_KEY": "NewKey-0123456789xyz"}
+        )
+        assert changed["differs"] == [
+            "argv: argv[4] '********' (want '${SGLANG_API_KEY}')",
+            "environment: NCCL_NTHREADS=512 (want 256), SGLANG_API_KEY differs, "
+            "NCCL_PROTO set (not in the unit or its environment files)",
+        ], changed
+        assert changed["env_mismatch"] == ["NCCL_NTHREADS", "SGLANG_API_KEY", "NCCL_PROTO"]
+        assert "NewKey" not in json.dumps(changed)
+        # an older unit: other flags, one more word
+        older = compare(want_argv=[exe, "-c", "sleep 61; :", "--api-key", "${SGLANG_API_KEY}", "--port"])
+        assert older["differs"] == [
+            "argv: 5 argv words (want 6), argv[2] 'sleep 60; :' (want 'sleep 61; :'),"
+            " argv[5] (none) (want '--port')"
+        ]
+        # a process of another release than the one wanted (the stack moved current)
+        moved = compare(want_release=str(root / "releases" / "r2"))
+        assert moved["differs"] == [f"release: {root}/releases/r1 (want {root}/releases/r2)"]
+        # a secret-named variable that differs is named, never shown
+        assert compare(want_env={**file_env, "SGLANG_API_KEY": "x"})["differs"] == [
+            "argv: argv[4] '********' (want '${SGLANG_API_KEY}')", "environment: SGLANG_API_KEY differs"
+        ]  # fmt: skip
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_process_release_from_mapped_files(tmp_path: Path) -> None:
+    """A venv's python is a link to the base interpreter: the release shows in what it mapped."""
+    root = _release_tree(tmp_path)
+    lib = root / "releases" / "r1" / "lib.so"
+    lib.write_bytes(b"\0" * 4096)
+    code = (
+        "import mmap, sys, time; fh = open(sys.argv[1], 'rb');"
+        " m = mmap.mmap(fh.fileno(), 0, prot=mmap.PROT_READ); print('ready', flush=True); time.sleep(60)"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", code, str(root / "current" / "lib.so")], stdout=subprocess.PIPE
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline() == b"ready\n"
+        (root / "current").unlink()
+        (root / "current").symlink_to(root / "releases" / "r2")
+        proc = host_state.read_process(child.pid)
+        assert str(lib) in proc["mapped"]
+        assert host_state.process_release(proc, str(root)) == str(root / "releases" / "r1")
+        assert host_state.process_release(proc, str(tmp_path / "elsewhere")) == ""
+    finally:
+        child.kill()
+        child.wait()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="starts a child as another user (needs root)")
+def test_process_of_another_user_is_read_as_its_owner(tmp_path: Path) -> None:
+    """Root without CAP_SYS_PTRACE (a container host) cannot read another user's environ: the
+    module reads it as that user. Exercised here directly on a child running as nobody."""
+    nobody = pwd.getpwnam("nobody")
+    exe = shutil.which("sleep") or "/bin/sleep"
+    child = subprocess.Popen(
+        [exe, "60"], env={"NCCL_P2P_LEVEL": "SYS"}, user=nobody.pw_uid, group=nobody.pw_gid,
+        extra_groups=[], cwd="/",
+    )  # fmt: skip
+    try:
+        _wait_for_exec(child, exe)
+        environ, maps, real_exe, cwd = host_state.read_process_as_owner(child.pid)
+        assert environ == b"NCCL_P2P_LEVEL=SYS\0"
+        assert real_exe == os.path.realpath(exe)
+        assert cwd == "/"
+        assert real_exe.encode() in maps
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_service_probe_process_of_an_inactive_unit_is_no_drift(tmp_path: Path) -> None:
+    spec = {
+        "current": str(tmp_path / "current"),
+        "process": {"unit": "sglang-no-such-unit.service", "root": str(tmp_path), "argv": ["x"], "env": {}},
+    }
+    out = service_probe.probe(spec)["process"]
+    assert out["active"] != "active"
+    assert out["differs"] == []
+    assert service_probe.probe({"current": str(tmp_path / "current")})["process"] is None

@@ -18,6 +18,19 @@ configuration directories that drift, the service user's passwd entry and groups
 file exists, and `systemctl is-enabled` / `is-active` of the service.
 Only `current` is required: the verify role asks for `current` and `service` alone (layer 5: where
 current points and whether the unit is active, in one round trip).
+
+The running process (`process`: {"unit", "root", "argv", "env", "env_files", "prefixes", "release"},
+answered as `process`, null when not asked): when the unit is active (one `systemctl show -p
+MainPID,ActiveState,ExecMainStartTimestamp`), its MainPID's argv and environment are compared here,
+on the host, with the wanted ExecStart argv (`${NAME}` and `%x` specifiers are systemd's expansions:
+`${NAME}` takes NAME's wanted value, an unknown one and a specifier match any word), the wanted
+environment (`env`: the unit's Environment= plus what the controller knows of its files, overridden
+by `env_files`, EnvironmentFile= files read here as KEY=VALUE, never sourced; names starting with a
+`prefixes` entry that the process has but nothing wants are drift too) and the release (`release`,
+or where `current` resolves now). Only a masked argv (values of secret-looking flags and secrets
+replaced by ********), its sha256, names, whether they match and `differs` (one line per kind of
+difference) come back: never an environment value, except the running and wanted value of a
+differing non-secret NCCL_* name when short and plain.
 """
 
 from __future__ import annotations
@@ -29,10 +42,13 @@ import subprocess
 from typing import Any
 
 from ansible_collections.sglang.deploy.plugins.module_utils.host_state import (
+    compare_process,
     exit_with_probe,
     name_of,
     owner_mode,
+    parse_env_file,
     path_drift,
+    read_process,
     sha256,
 )
 
@@ -41,6 +57,10 @@ module: sglang_service_probe
 short_description: Read-only probe of the SGLang service's inputs and managed state on a host
 description:
   - "The keys of O(spec): see the module's docstring."
+  - "With C(process) in O(spec): when the unit is active, its MainPID's argv, environment and release
+    are compared on the host with the wanted ExecStart argv, environment and release; C(probe.process)
+    holds the masked argv, its sha256, variable names and C(differs) (what differs), never an
+    environment value of a secret-looking name."
 extends_documentation_fragment: [sglang.deploy.probe]
 """
 
@@ -92,6 +112,59 @@ def systemctl(verb: str, unit: str) -> str:
     return done.stdout.strip() or "unknown"
 
 
+def unit_main_process(unit: str) -> dict[str, str]:
+    """MainPID, ActiveState and ExecMainStartTimestamp of the unit (one systemctl call; {} without)."""
+    try:
+        done = subprocess.run(
+            ["systemctl", "show", "-p", "MainPID,ActiveState,ExecMainStartTimestamp", "--", unit],
+            capture_output=True, text=True, check=False, timeout=30,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    return dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+
+
+def process_state(want: dict[str, Any], current_release: str) -> dict[str, Any]:
+    """The unit's running process compared with the wanted argv, environment and release (see the
+    docstring of this module): `differs` is empty when the process runs what the unit says, when
+    the unit is not active and when the process cannot be read (then `error` says why)."""
+    show = unit_main_process(str(want["unit"]))
+    pid_text = show.get("MainPID", "0")
+    pid = int(pid_text) if pid_text.isdigit() else 0
+    out: dict[str, Any] = {
+        "active": show.get("ActiveState", "unknown"),
+        "pid": pid,
+        "started": show.get("ExecMainStartTimestamp", ""),
+        "differs": [],
+    }
+    if out["active"] != "active" or pid <= 0:
+        return out
+    env = {str(k): str(v) for k, v in (want.get("env") or {}).items()}
+    for path in want.get("env_files") or []:
+        try:
+            with open(path, encoding="utf-8", errors="surrogateescape") as fh:
+                env.update(parse_env_file(fh.read()))
+        except OSError:
+            continue  # an optional (EnvironmentFile=-) file that does not exist
+    try:
+        proc = read_process(pid)
+    except OSError as exc:
+        out["error"] = f"cannot read /proc/{pid}: {exc.strerror or exc}"
+        return out
+    current = current_release if current_release.startswith("/") else ""
+    out.update(
+        compare_process(
+            proc,
+            want_argv=[str(w) for w in want.get("argv") or []],
+            want_env=env,
+            prefixes=[str(p) for p in want.get("prefixes") or []],
+            want_release=str(want.get("release") or "") or current,
+            root=str(want.get("root") or "/opt/sglang"),
+        )
+    )
+    return out
+
+
 def probe(spec: dict[str, Any]) -> dict[str, Any]:
     current = spec["current"]
     if os.path.islink(current):
@@ -130,6 +203,7 @@ def probe(spec: dict[str, Any]) -> dict[str, Any]:
         "group_exists": group_exists(spec["group"]) if spec.get("group") else False,
         "enabled": systemctl("is-enabled", spec["service"]) if spec.get("service") else "unknown",
         "active": systemctl("is-active", spec["service"]) if spec.get("service") else "unknown",
+        "process": process_state(spec["process"], release) if spec.get("process") else None,
     }
 
 

@@ -356,3 +356,83 @@ def test_bad_input_fails_before_any_change(host):
         assert TEST_KEY not in out, case
     assert host.file(f"/etc/systemd/system/{UNIT}.service").md5sum == unit_before
     assert _start_stamp(host) == stamp_before
+
+
+# --- drift of the running process (issue 20 item 11) ---------------------------------------
+
+PROCESS_DRIFT_TASK = (
+    "sglang_service : Restart a running process that differs from its unit, "
+    "environment files or release (drift)"
+)
+# in check mode the notified handler reports the restart a real run would make
+PROCESS_DRIFT_CHANGES = [PROCESS_DRIFT_TASK, "sglang_service : Restart sglang service"]
+
+
+def _changed_tasks_and_handlers(out: str) -> list[str]:
+    """Names of the tasks and handlers that reported a change (TASK / RUNNING HANDLER headers)."""
+    names, current = [], ""
+    for line in out.splitlines():
+        for head in ("TASK [", "RUNNING HANDLER ["):
+            if line.startswith(head):
+                current = line[len(head) : line.rindex("]")]
+        if line.startswith("changed:") and current not in names:
+            names.append(current)
+    return names
+
+
+def test_process_started_before_an_env_change_is_drift_and_restarted(host):
+    """The files change while the process keeps running with the old NCCL value (here: a run with
+    sglang_service_start=false, which renders but never restarts): the process is drift, --check
+    names it and restarts nothing, a run restarts it, the next run finds no process drift."""
+    nthreads = {"nccl_env_extra": {"NCCL_NTHREADS": 256}}
+    try:
+        before = _start_stamp(host)
+        rc, out, recap = run_playbook(extra={**nthreads, "sglang_service_start": False})
+        assert rc == 0, out[-4000:]
+        assert _start_stamp(host) == before, "sglang_service_start=false restarted the service"
+        assert "NCCL_NTHREADS=256\n" in host.file("/etc/sglang/nccl.env").content_string
+        assert _report(host)["env"]["NCCL_NTHREADS"] == "512"  # the process still runs the old file
+        rc, out = moltest.run_playbook("service.yml", "--check", "--diff", extra=[nthreads])
+        assert rc == 0, out[-4000:]
+        assert _changed_tasks_and_handlers(out) == PROCESS_DRIFT_CHANGES, out[-4000:]
+        assert "environment: NCCL_NTHREADS=512 (want 256)" in out, out[-4000:]
+        assert TEST_KEY not in out
+        assert _start_stamp(host) == before, "check mode restarted the service"
+        rc, out, recap = run_playbook(extra=nthreads)
+        assert rc == 0, out[-4000:]
+        assert _start_stamp(host) != before, "the drifted process was not restarted"
+        assert _report(host)["env"]["NCCL_NTHREADS"] == "256"
+        assert host.service(UNIT).is_running
+        after = _start_stamp(host)
+        # converged: no process drift, nothing changed, no restart
+        rc, out, recap = run_playbook(extra=nthreads)
+        assert rc == 0, out[-4000:]
+        assert recap["changed"] == 0, out[-4000:]
+        assert _start_stamp(host) == after
+    finally:
+        rc, out, _recap = run_playbook()
+        assert rc == 0, out[-4000:]
+    assert _report(host)["env"]["NCCL_NTHREADS"] == "512"
+
+
+def test_process_with_an_older_key_is_drift_without_showing_it(host):
+    """The key file changes while the process keeps the old key: argv and SGLANG_API_KEY are drift,
+    named by --check, the keys shown nowhere (also not with -v)."""
+    before = _start_stamp(host)
+    other = {"sglang_api_key": "OtherKey-0123456789-abcdefXYZ"}  # test-only value
+    try:
+        rc, out, _recap = run_playbook(extra={**other, "sglang_service_start": False})
+        assert rc == 0, out[-4000:]
+        assert _start_stamp(host) == before
+        rc, out = moltest.run_playbook("service.yml", "--check", "--diff", "-v", extra=[other])
+        assert rc == 0, out[-4000:]
+        assert _changed_tasks_and_handlers(out) == PROCESS_DRIFT_CHANGES, out[-4000:]
+        assert "SGLANG_API_KEY differs" in out, out[-4000:]
+        assert "(want '${SGLANG_API_KEY}')" in out, out[-4000:]
+        assert TEST_KEY not in out
+        assert other["sglang_api_key"] not in out
+        assert _start_stamp(host) == before
+    finally:
+        rc, out, _recap = run_playbook()
+        assert rc == 0, out[-4000:]
+    assert _report(host)["api_key_sha256"] == hashlib.sha256(TEST_KEY.encode()).hexdigest()
