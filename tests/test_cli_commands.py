@@ -331,7 +331,7 @@ def test_report_markdown_and_missing_hosts(tmp_path: Path) -> None:
     assert "| gpu-2 | no results fetched | - | - |" in text
     assert "No verify-results.json was fetched: unreachable" in text
     assert "| 5 HTTP | passed |" in text
-    assert "| 30 | 2210.5 | 2250.0 | -1.8% | ok |" in text
+    assert "| 30 | 2210.5 | 2250.0 | -1.8% | - | - | ok |" in text  # a record without allowed/margin
     assert "![output tok/s against concurrency](throughput-gpu-1.png)" in text
     assert "- [production_v2.md](fetched/gpu-1/var/lib/sglang-deploy/production_v2.md)" in text
     assert "- [c1.jsonl](fetched/gpu-1/var/lib/sglang-deploy/bench/c1.jsonl)" in text

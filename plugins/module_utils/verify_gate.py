@@ -554,12 +554,12 @@ def gate_outcome(
             out["status"] = "baseline_recorded"
             out["record"] = True
             out["reason"] = (
-                f"baseline recorded: {baseline.get('reason')}; this run is the host's baseline now"
+                f"{baseline.get('reason')}; this run is the host's baseline now"
             )
         else:
             out["status"] = "ungated"
             why = "verify_record_baseline is false" if mode == "false" else "an earlier layer failed"
-            out["reason"] = f"ungated: {baseline.get('reason')}; nothing recorded ({why})"
+            out["reason"] = f"{baseline.get('reason')}; nothing recorded ({why})"
         return out
     if mode == "true" and gated["status"] == "passed":
         out["record"] = True
