@@ -40,9 +40,11 @@ RESULTS = "/var/lib/sglang-deploy/verify-results.json"
 DOUBLE = "/usr/local/lib/sglang-protocol-double/sglang_protocol_double.py"
 SMALL = {
     "verify_levels": [1, 4],
-    "verify_bench_num_prompts": 6,
+    # 12 prompts of 48 tokens: a level runs a few seconds, long enough that the shared machine's
+    # scheduling noise does not dominate the spread the gate's band is measured from
+    "verify_bench_num_prompts": 12,
     "verify_bench_warmup_requests": 1,
-    "verify_bench_output_len": 32,
+    "verify_bench_output_len": 48,
     # the double (SGLang's modules imported by the release python) took 148 s to answer /health after
     # a restart on the loaded 2-core lab machine; layer 5 waits for it (also after the rollback)
     "verify_http_wait_s": 400,
@@ -203,11 +205,14 @@ def test_ungated_without_a_comparable_baseline_exits_6(double: dict[str, Any]) -
     )  # fmt: skip
     out = run.stdout + run.stderr
     assert run.returncode == 6, out[-6000:]
-    assert "verify layer 7 (gate) ungated: no comparable baseline" in out, out[-6000:]
-    assert "differs in output_len" in out
+    assert f"verify: ungated on {LAB_HOST}" in out, out[-3000:]
     results = host_results()
     assert results["status"] == "ungated"
-    assert results["results"]["gate"]["status"] == "ungated"
+    gate = results["results"]["gate"]
+    assert gate["status"] == "ungated"
+    assert gate["reason"].startswith("no comparable baseline for no GPU (lab mode), tp 1/production"), gate
+    assert "differs in output_len" in gate["reason"]
+    assert "nothing recorded (verify_record_baseline is false)" in gate["reason"]
     baseline = Path(double["inventory"]).parent / "host_vars" / LAB_HOST / "verify_baseline.yml"
     assert len(yaml.safe_load(baseline.read_text().replace("!unsafe ", ""))["verify_baseline_records"]) == 1
     no_key_anywhere(out, [double["tmp"] / "ungated-report"])
