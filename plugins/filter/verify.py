@@ -40,18 +40,19 @@ def verify_summarize(bench: dict[str, Any], num_prompts: Any) -> list[dict[str, 
     """The runner's ``{"levels": [{"level": C, "rep": r, "result": {...} | None}]}`` -> one summary
     per level, the median over its repetitions with their spread. ``num_prompts``: the prompts each
     level sent (``{C: n}``, or one integer for every level)."""
-    per_level = num_prompts if isinstance(num_prompts, dict) else {}
+    per_level: dict[Any, Any] = num_prompts if isinstance(num_prompts, dict) else {}
+
+    def prompts(level: int) -> int:
+        if not per_level:
+            return int(num_prompts)
+        return int(per_level.get(level, per_level.get(str(level))) or 0)
+
     rows = [
-        summarize_level(
-            int(item["level"]),
-            item.get("result"),
-            int(per_level.get(int(item["level"]), per_level.get(str(item["level"]), 0)))
-            if per_level
-            else int(num_prompts),
-        )
+        summarize_level(int(item["level"]), item.get("result"), prompts(int(item["level"])))
         for item in bench.get("levels", [])
     ]
-    return combine_repetitions(rows)
+    combined: list[dict[str, Any]] = combine_repetitions(rows)
+    return combined
 
 
 def verify_runs(bench: dict[str, Any]) -> list[dict[str, Any]]:
@@ -65,7 +66,8 @@ def verify_select_baseline(fp: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
 
 
 def verify_verdict(results: dict[str, Any], require_gate: bool) -> dict[str, Any]:
-    return verdict(results, require_gate=bool(require_gate))
+    decided: dict[str, Any] = verdict(results, require_gate=bool(require_gate))
+    return decided
 
 
 def verify_doc_context(inputs: dict[str, Any], secrets: list[str] | str | None = None) -> dict[str, Any]:

@@ -553,9 +553,7 @@ def gate_outcome(
         if mode in ("auto", "true") and layers_ok:
             out["status"] = "baseline_recorded"
             out["record"] = True
-            out["reason"] = (
-                f"{baseline.get('reason')}; this run is the host's baseline now"
-            )
+            out["reason"] = f"{baseline.get('reason')}; this run is the host's baseline now"
         else:
             out["status"] = "ungated"
             why = "verify_record_baseline is false" if mode == "false" else "an earlier layer failed"
