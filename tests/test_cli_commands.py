@@ -331,7 +331,7 @@ def test_report_markdown_and_missing_hosts(tmp_path: Path) -> None:
     assert "| gpu-2 | no results fetched | - | - |" in text
     assert "No verify-results.json was fetched: unreachable" in text
     assert "| 5 HTTP | passed |" in text
-    assert "| 30 | 2210.5 | 2250.0 | -1.8% | ok |" in text
+    assert "| 30 | 2210.5 | 2250.0 | -1.8% | - | - | ok |" in text  # a record without allowed/margin
     assert "![output tok/s against concurrency](throughput-gpu-1.png)" in text
     assert "- [production_v2.md](fetched/gpu-1/var/lib/sglang-deploy/production_v2.md)" in text
     assert "- [c1.jsonl](fetched/gpu-1/var/lib/sglang-deploy/bench/c1.jsonl)" in text
@@ -368,6 +368,20 @@ def test_verify_command_fetches_and_reports(tmp_path: Path) -> None:
     assert Path(out["charts"]["localhost"]).read_bytes().startswith(PNG_MAGIC)
     assert out["hosts"]["localhost"]["status"] == "passed"
     assert "| localhost | passed | 0123456789ab | passed |" in (tmp_path / "report" / "report.md").read_text()
+
+
+@pytest.mark.parametrize(("verdict", "rc"), [("ungated", 6), ("passed", 0), ("baseline recorded", 0)])
+def test_verify_exit_code_for_an_ungated_host(tmp_path: Path, verdict: str, rc: int) -> None:
+    """ansible-playbook succeeded; a host whose verdict (the role's set_stats) is ungated makes the
+    CLI exit 6 (UNGATED_RC), never 0; passed and baseline recorded stay 0."""
+    proc = sglang_deploy("verify", "-i", str(PROJECT / "inventory.yml"), "--artifacts", str(tmp_path / "art"),
+                         "--playbook", str((PROJECT / "cli_verify.yml").relative_to(REPO)),
+                         "--report-dir", str(tmp_path / "report"), "--json",
+                         "-e", json.dumps({"fixture_verdict": verdict}))  # fmt: skip
+    assert proc.returncode == rc, proc.stdout + proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["rc"] == rc
+    assert out["ungated"] == (["localhost"] if verdict == "ungated" else [])
 
 
 def test_autotune_runs_its_playbook_with_the_extra_vars(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ import pytest
 from sglang_deploy.events import HostResult, HostStart, PlayStart, Stats, TaskStart, parse_event
 from sglang_deploy.known_secrets import VarsReader
 from sglang_deploy.redact import MASK, Redactor, secret_env_values
-from sglang_deploy.report import NO_ROLE, RunRecorder, write_reports
+from sglang_deploy.report import NO_ROLE, UNGATED_RC, RunRecorder, ungated_hosts, verdict_rc, write_reports
 
 DATA = Path(__file__).parent / "data" / "runner_events"
 T0 = datetime(2026, 11, 29, 12, 0, 0)
@@ -249,3 +249,16 @@ def test_secret_values_of_vars_skip_paths_flags_and_counts() -> None:
         "nested": {"db_password": "correct-horse-battery"},
     }
     assert list(VarsReader().secret_values(data)) == ["k3y-0123456789abcdef", "correct-horse-battery"]
+
+
+def test_ungated_verdict_gets_its_own_exit_code() -> None:
+    """verify's set_stats verdicts: an ungated host turns ansible-playbook's 0 into UNGATED_RC; a
+    failed run keeps its own code; passed and baseline recorded stay 0."""
+    summary = {"stats_data": {"verify_verdicts": {"b": "ungated", "a": "passed", "c": "ungated"}}}
+    assert ungated_hosts(summary) == ["b", "c"]
+    assert verdict_rc(0, summary) == UNGATED_RC == 6
+    assert verdict_rc(2, summary) == 2
+    fine = {"stats_data": {"verify_verdicts": {"a": "passed", "b": "baseline recorded"}}}
+    assert verdict_rc(0, fine) == 0
+    assert verdict_rc(0, {"stats_data": {}}) == 0
+    assert ungated_hosts({"stats_data": {"verify_verdicts": "ungated"}}) == []

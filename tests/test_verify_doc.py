@@ -110,13 +110,24 @@ def inputs(preset: str, *, api_key_required: bool = True) -> dict[str, Any]:
             "ok": True,
         },
     ]
+    fp = G.fingerprint({
+        "model_path": "/models/Kimi", "preset": preset, "levels": [1, 30], "dataset": "coding",
+        "output_len": 200, "warmup_requests": 5, "prompts_mode": "seed",
+        "prompts_per_level": G.prompts_per_level([1, 30], "auto", "seed"),
+        "gpu_names": ["NVIDIA RTX PRO 6000 Blackwell Server Edition"] * 8, "gpu_count": 8, "tp_size": 8,
+    })  # fmt: skip
     baseline = G.select_baseline(
-        preset, recorded={}, recorded_meta={}, seed_table=BASE["sglang_baseline_output_tps"],
-        seed_hardware=BASE["sglang_baseline_hardware"],
-        seed_match={"gpu_count": 8, "tp_size": 8, "gpu_name_regex": "RTX PRO 6000"},
-        gpu_names=["NVIDIA RTX PRO 6000 Blackwell Server Edition"] * 8, gpu_count=8, tp_size=8,
+        fp, records={}, seed_table=BASE["sglang_baseline_output_tps"],
+        seed_hardware=BASE["sglang_baseline_hardware"], seed_match=BASE["sglang_baseline_fingerprint"],
     )  # fmt: skip
-    gate = G.gate(levels, baseline, 10.0)
+    assert baseline["source"] == "seed"
+    gate = {
+        **G.gate(levels, baseline, 10.0),
+        "fingerprint": fp,
+        "prompts_mode": "seed",
+        "prompts_per_level": {1: 30, 30: 30},
+        "repetitions": 1,
+    }
     results = {
         "gpu": {"status": "passed", "reason": "8 GPU(s) as preflight found"},
         "nccl": {
@@ -134,7 +145,8 @@ def inputs(preset: str, *, api_key_required: bool = True) -> dict[str, Any]:
     return {
         "host": "gpu-node-1",
         "generated_at": "2026-01-02T03:04:05Z",
-        "status": "failed" if gate["status"] == "failed" else "passed",
+        "status": G.verdict(results, require_gate=True)["status"],
+        "verdict": G.verdict(results, require_gate=True),
         "facts": {
             "lab_mode": False,
             "gpu_count": 8,
@@ -276,14 +288,14 @@ def test_rollback_banner() -> None:
     assert "**Rolled back**" not in render(inputs("tree"))
 
 
-def test_not_gated_says_so_once() -> None:
+def test_ungated_says_so_once() -> None:
     data = inputs("production")
     data["gate"] = {
-        "status": "not_gated",
-        "reason": "not gated: no baseline for no GPU (lab mode), tp 1/production",
+        "status": "ungated",
+        "reason": "ungated: no comparable baseline for no GPU (lab mode), tp 1/production",
     }
     text = render(data)
-    assert "Gate: **not gated**: no baseline for no GPU (lab mode), tp 1/production\n" in text
+    assert "Gate: **ungated**: no comparable baseline for no GPU (lab mode), tp 1/production\n" in text
 
 
 def test_layers_1_to_4_only_without_a_release() -> None:

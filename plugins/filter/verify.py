@@ -12,11 +12,22 @@ from typing import Any
 from ansible_collections.sglang.deploy.plugins.module_utils.verify_doc import doc_context
 from ansible_collections.sglang.deploy.plugins.module_utils.verify_gate import (
     baseline_record,
+    check_accept,
+    check_speculation_gain,
+    check_startup,
+    combine_repetitions,
     describe_hardware,
+    fingerprint,
+    fingerprint_diff,
     gate,
+    gate_outcome,
     gate_table,
+    launch_spec_hash,
+    prompts_per_level,
+    records_with,
     select_baseline,
     summarize_level,
+    verdict,
 )
 from ansible_collections.sglang.deploy.plugins.module_utils.verify_scrub import (
     find_leaks,
@@ -25,12 +36,23 @@ from ansible_collections.sglang.deploy.plugins.module_utils.verify_scrub import 
 )
 
 
-def verify_summarize(bench: dict[str, Any], num_prompts: int) -> list[dict[str, Any]]:
-    """The runner's ``{"levels": [{"level": C, "result": {...} | None}]}`` -> one summary per level."""
-    return [
-        summarize_level(int(item["level"]), item.get("result"), num_prompts)
+def verify_summarize(bench: dict[str, Any], num_prompts: Any) -> list[dict[str, Any]]:
+    """The runner's ``{"levels": [{"level": C, "rep": r, "result": {...} | None}]}`` -> one summary
+    per level, the median over its repetitions with their spread. ``num_prompts``: the prompts each
+    level sent (``{C: n}``, or one integer for every level)."""
+    per_level: dict[Any, Any] = num_prompts if isinstance(num_prompts, dict) else {}
+
+    def prompts(level: int) -> int:
+        if not per_level:
+            return int(num_prompts)
+        return int(per_level.get(level, per_level.get(str(level))) or 0)
+
+    rows = [
+        summarize_level(int(item["level"]), item.get("result"), prompts(int(item["level"])))
         for item in bench.get("levels", [])
     ]
+    combined: list[dict[str, Any]] = combine_repetitions(rows)
+    return combined
 
 
 def verify_runs(bench: dict[str, Any]) -> list[dict[str, Any]]:
@@ -38,9 +60,14 @@ def verify_runs(bench: dict[str, Any]) -> list[dict[str, Any]]:
     return [{k: v for k, v in item.items() if k != "result"} for item in bench.get("levels", [])]
 
 
-def verify_select_baseline(preset: str, **kwargs: Any) -> dict[str, Any]:
-    selected: dict[str, Any] = select_baseline(preset, **kwargs)
+def verify_select_baseline(fp: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    selected: dict[str, Any] = select_baseline(fp, **kwargs)
     return selected
+
+
+def verify_verdict(results: dict[str, Any], require_gate: bool) -> dict[str, Any]:
+    decided: dict[str, Any] = verdict(results, require_gate=bool(require_gate))
+    return decided
 
 
 def verify_doc_context(inputs: dict[str, Any], secrets: list[str] | str | None = None) -> dict[str, Any]:
@@ -61,6 +88,16 @@ class FilterModule:
             "verify_gate": gate,
             "verify_gate_table": gate_table,
             "verify_baseline_record": baseline_record,
+            "verify_records_with": records_with,
+            "verify_prompts_per_level": prompts_per_level,
+            "verify_fingerprint": fingerprint,
+            "verify_fingerprint_diff": fingerprint_diff,
+            "verify_launch_spec_hash": launch_spec_hash,
+            "verify_gate_outcome": gate_outcome,
+            "verify_check_accept": check_accept,
+            "verify_check_startup": check_startup,
+            "verify_check_speculation_gain": check_speculation_gain,
+            "verify_verdict": verify_verdict,
             "verify_doc_context": verify_doc_context,
             "verify_scrub": scrub_data,
             "verify_scrub_text": scrub_text,

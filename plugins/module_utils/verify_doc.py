@@ -139,10 +139,24 @@ def _rationale(
                 if item.get("accept_length") is None
                 else f"{float(item['accept_length']):.2f}",
                 "errors": int(item.get("errors") or 0),
+                "allowed": "-"
+                if gate_row.get("allowed_pct") is None
+                else f"-{float(gate_row['allowed_pct']):.1f}%",
+                "margin": "-"
+                if gate_row.get("margin_pct") is None
+                else f"{float(gate_row['margin_pct']):+.1f}%",
+                "repetitions": int(item.get("repetitions") or 1),
+                "cv": "-"
+                if (item.get("output_tps_spread") or {}).get("cv_pct") is None
+                or int(item.get("repetitions") or 1) < 2
+                else f"{float(item['output_tps_spread']['cv_pct']):.1f}%",
                 "verdict": gate_row.get("verdict", "recorded"),
             }
         )
-    not_gated = gate.get("status") == "not_gated"
+    status = str(gate.get("status") or "")
+    not_gated = status in ("ungated", "not_gated")
+    per_level = gate.get("prompts_per_level") or {}
+    prompts = ", ".join(f"C={k}: {v}" for k, v in sorted(per_level.items(), key=lambda kv: int(kv[0])))
     return {
         "seed_hardware": seed.get("hardware") or "-",
         "seed_workload": seed.get("workload") or {},
@@ -152,11 +166,16 @@ def _rationale(
         "run_rows": run_rows,
         "baseline_source": baseline.get("source") or "none",
         "baseline_reason": baseline.get("reason") or "-",
-        "gate_status": "not gated" if not_gated else (gate.get("status") or "not run"),
-        "gate_reason": (gate.get("reason") or "-").removeprefix("not gated: ")
+        "gate_status": "ungated" if not_gated else (status.replace("_", " ") or "not run"),
+        "gate_reason": (gate.get("reason") or "-").removeprefix("ungated: ").removeprefix("not gated: ")
         if not_gated
         else (gate.get("reason") or "-"),
         "tolerance_pct": gate.get("tolerance_pct"),
+        "noise_k": gate.get("noise_k"),
+        "prompts_mode": str(gate.get("prompts_mode") or "-"),
+        "prompts": prompts or "-",
+        "repetitions": gate.get("repetitions") or 1,
+        "fingerprint": str((gate.get("fingerprint") or {}).get("hash") or "-"),
     }
 
 
@@ -259,6 +278,7 @@ def doc_context(inputs: dict[str, Any]) -> dict[str, Any]:
         "preset": preset,
         "speculative": speculative,
         "status": inputs.get("status") or "-",
+        "verdict": inputs.get("verdict") or {},
         "bench_why": inputs.get("bench_why") or "-",
         "hardware": _hardware(inputs.get("facts") or {}),
         "software": _software(

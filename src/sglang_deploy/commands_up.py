@@ -10,6 +10,7 @@ import sys
 from dataclasses import replace
 
 from .commands_run import BAD_INPUT_RC, execute, make_request
+from .report import verdict_rc
 from .rollout import Rollout, fleet_hosts
 from .runner import RunRequest
 
@@ -26,12 +27,14 @@ def run(args: argparse.Namespace) -> int:
     if request is None:
         return BAD_INPUT_RC
     if args.serial is None and args.max_fail_percent is None:
-        return execute(request, args, "up").rc
+        result = execute(request, args, "up")
+        return verdict_rc(result.rc, result.summary)
     percent = 0.0 if args.max_fail_percent is None else float(args.max_fail_percent)
     # the option first: an explicit -e sglang_max_fail_percentage=... (later) wins
     request = replace(request, extra_vars=(*_max_fail_extra(percent), *request.extra_vars))
     if args.serial is None:
-        return execute(request, args, "up").rc
+        result = execute(request, args, "up")
+        return verdict_rc(result.rc, result.summary)
     return roll(request, args, percent)
 
 

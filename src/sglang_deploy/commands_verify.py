@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from .commands_run import BAD_INPUT_RC, execute, make_request, out_stream, print_json, run_paths
+from .report import ungated_hosts, verdict_rc
 from .runner import new_ident
 from .verify_report import build_report
 
@@ -36,16 +37,19 @@ def run(args: argparse.Namespace) -> int:
     for task in summary.get("failed_tasks", []):
         first = task["message"].splitlines()[0] if task["message"] else task["outcome"]
         failed.setdefault(task["host"], f"{task['task']}: {first}")
+    rc = verdict_rc(result.rc, summary)
     meta = {
         "run_id": ident,
         "playbook": request.playbook,
         "inventory": str(request.inventory),
-        "rc": result.rc,
+        "rc": rc,
         "finished": summary.get("finished", ""),
     }
     built = build_report(fetch_dir, out_dir, meta, sorted(summary.get("hosts", {})), failed)
     if args.json:
-        print_json({"schema": 1, "command": "verify", "rc": result.rc, **built, **run_paths(result)})
+        ungated = ungated_hosts(summary)
+        paths = run_paths(result)
+        print_json({"schema": 1, "command": "verify", "rc": rc, "ungated": ungated, **built, **paths})
     else:
         stream = out_stream(args)
         for host, info in built["hosts"].items():
@@ -54,4 +58,11 @@ def run(args: argparse.Namespace) -> int:
         for host, why in built["missing"].items():
             print(f"verify {host}: no results fetched: {why}", file=stream)
         print(f"report: {built['report']}", file=stream, flush=True)
-    return result.rc
+        if rc != result.rc:
+            print(
+                f"verify: ungated on {', '.join(ungated_hosts(summary))} (no comparable baseline, none "
+                f"recorded): exit {rc}",
+                file=stream,
+                flush=True,
+            )
+    return rc

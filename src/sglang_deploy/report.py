@@ -13,6 +13,10 @@ from typing import Any
 from .events import COUNT_KEYS, Event, HostResult, Output, PlayStart, Stats, TaskStart, is_notable
 
 SCHEMA_VERSION = 1
+# The CLI's exit code (up, verify) when ansible-playbook succeeded but a host's verify verdict is
+# "ungated": its benchmark had no comparable baseline and none was recorded (verify_record_baseline
+# false, verify_require_gate false). Never 0: an ungated run is not a passed one.
+UNGATED_RC = 6
 MAX_MESSAGE = 4000
 NO_ROLE = "(play)"
 OUTPUT_TAIL = 30
@@ -213,3 +217,16 @@ def write_reports(
         directory.mkdir(parents=True, exist_ok=True)
         (directory / "summary.json").write_text(text, encoding="utf-8")
         tree.write(directory / "junit.xml", encoding="utf-8", xml_declaration=True)
+
+
+def ungated_hosts(summary: dict[str, Any]) -> list[str]:
+    """Hosts whose verify verdict (the role's set_stats ``verify_verdicts``) is ``ungated``."""
+    verdicts = (summary.get("stats_data") or {}).get("verify_verdicts") or {}
+    if not isinstance(verdicts, dict):
+        return []
+    return sorted(str(host) for host, status in verdicts.items() if status == "ungated")
+
+
+def verdict_rc(rc: int, summary: dict[str, Any]) -> int:
+    """ansible-playbook's status, or UNGATED_RC when it was 0 and a host's verdict is ungated."""
+    return UNGATED_RC if rc == 0 and ungated_hosts(summary) else rc

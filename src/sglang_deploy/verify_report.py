@@ -27,6 +27,8 @@ LAYERS = (
     ("http", "5 HTTP"),
     ("bench", "6 benchmark"),
     ("gate", "7 gate"),
+    ("speculation", "7 speculation"),
+    ("startup", "7 start-up"),
     ("rollback", "8 rollback"),
     ("http_after_rollback", "5 HTTP (after rollback)"),
     ("bench_after_rollback", "6 benchmark (after rollback)"),
@@ -194,17 +196,34 @@ def _host_section(entry: HostResults, chart: Path | None, base: Path) -> list[st
         lines += [
             "### Output tok/s per concurrency level",
             "",
-            "| concurrency | measured | baseline | delta | verdict |",
-            "|---:|---:|---:|---:|---|",
+            "| concurrency | measured | baseline | delta | allowed | margin | verdict |",
+            "|---:|---:|---:|---:|---:|---:|---|",
         ]
         for row in gate["rows"]:
+            allowed = row.get("allowed_pct")
             lines.append(
                 f"| {row.get('level')} | {_fmt(row.get('measured'))} | {_fmt(row.get('expected'))} "
-                f"| {_fmt(row.get('delta_pct'), signed=True)} | {_cell(row.get('verdict'))} |"
+                f"| {_fmt(row.get('delta_pct'), signed=True)} "
+                f"| {'-' if allowed is None else '-' + _fmt(allowed) + '%'} "
+                f"| {_fmt(row.get('margin_pct'), signed=True)} | {_cell(row.get('verdict'))} |"
             )
         baseline_value = gate.get("baseline")
         baseline: dict[str, Any] = baseline_value if isinstance(baseline_value, dict) else {}
         lines += ["", f"Baseline: {_cell(baseline.get('source'))} - {_cell(baseline.get('reason'))}", ""]
+        mode = gate.get("prompts_mode")
+        if mode:
+            per_level = gate.get("prompts_per_level") or {}
+            prompts = ", ".join(f"C={k}: {v}" for k, v in per_level.items())
+            lines += [
+                f"Gate: {_cell(gate.get('status'))} - {_cell(gate.get('reason'))}",
+                "",
+                f"Workload: prompts mode {_cell(mode)} ({_cell(prompts or '-')} prompts per level), "
+                f"{_cell(gate.get('repetitions'))} repetition(s) per level.",
+                "",
+            ]
+    verdict = data.get("verdict")
+    if isinstance(verdict, dict) and verdict.get("status"):
+        lines += [f"Verdict: **{_cell(verdict.get('status'))}** - {_cell(verdict.get('reason'))}", ""]
     if chart is not None:
         lines += [f"![output tok/s against concurrency]({chart.relative_to(base).as_posix()})", ""]
     else:

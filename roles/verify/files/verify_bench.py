@@ -10,10 +10,13 @@ own log file; a level that raises or exits non-zero is recorded as such and the 
 
 usage: verify_bench.py SPEC_JSON     (run with the release venv's python; prints one JSON document)
 
-SPEC: {"base_url", "levels": [1, 30, ...], "num_prompts", "warmup", "output_len", "input_len",
+SPEC: {"base_url", "levels": [1, 30, ...], "num_prompts": n or {"C": n}, "repetitions": r (>= 1),
+       "warmup", "output_len", "input_len",
        "dataset": "coding" | "random" | "random-ids", "prompts": path of the shipped JSONL prompts,
        "model": model path, "tokenizer": tokenizer path, "served_name", "workdir", "logdir",
        "timeout_s", "seed"}
+Repetitions run in rounds (every level once, then every level again, ...), so a slow drift of the host
+spreads over all levels instead of biasing one; each (level, repetition) has its own JSONL and log.
 Environment: OPENAI_API_KEY (the server's API key; bench_serving sends it as a Bearer token) -
 never on a command line, never in the output: every file bench_serving writes (its JSONL embeds
 /get_server_info, which holds the key) and its console log are scrubbed with verify_scrub.py (the
@@ -70,6 +73,15 @@ def sharegpt_dataset(prompts_file: Path, out: Path, count: int) -> int:
     return len(prompts)
 
 
+def level_prompts(spec: dict[str, Any], level: int) -> int:
+    """Prompts of one level: spec num_prompts is one integer or {"C": n}."""
+    value = spec["num_prompts"]
+    if isinstance(value, dict):
+        per: dict[Any, Any] = value
+        return int(per.get(str(level), per.get(level)) or 0)
+    return int(value)
+
+
 def bench_argv(spec: dict[str, Any], level: int, dataset_path: Path, output: Path) -> list[str]:
     argv = [
         "sglang.bench_serving",
@@ -78,7 +90,7 @@ def bench_argv(spec: dict[str, Any], level: int, dataset_path: Path, output: Pat
         "--model", spec["model"],
         "--tokenizer", spec["tokenizer"],
         "--served-model-name", spec["served_name"],
-        "--num-prompts", str(spec["num_prompts"]),
+        "--num-prompts", str(level_prompts(spec, level)),
         "--max-concurrency", str(level),
         "--warmup-requests", str(spec["warmup"]),
         "--output-file", str(output),
@@ -105,9 +117,12 @@ def _alarm(signum: int, frame: object) -> None:
     raise LevelTimeout
 
 
-def run_level(spec: dict[str, Any], level: int, dataset_path: Path, logdir: Path, key: str) -> dict[str, Any]:
-    output = logdir / f"bench-c{level}.jsonl"
-    log = logdir / f"bench-c{level}.log"
+def run_level(
+    spec: dict[str, Any], level: int, dataset_path: Path, logdir: Path, key: str, *, rep: int = 0
+) -> dict[str, Any]:
+    suffix = f"-r{rep + 1}" if int(spec.get("repetitions", 1)) > 1 else ""
+    output = logdir / f"bench-c{level}{suffix}.jsonl"
+    log = logdir / f"bench-c{level}{suffix}.log"
     output.unlink(missing_ok=True)
     argv = bench_argv(spec, level, dataset_path, output)
     console = io.StringIO()
@@ -146,6 +161,8 @@ def run_level(spec: dict[str, Any], level: int, dataset_path: Path, logdir: Path
             result.pop("server_info", None)  # kept in the JSONL file; the summary stays small
     return {
         "level": level,
+        "rep": rep,
+        "num_prompts": level_prompts(spec, level),
         "rc": rc,
         "seconds": seconds,
         "result": result,
@@ -165,8 +182,14 @@ def main() -> int:
     logdir = Path(spec["logdir"])
     logdir.mkdir(parents=True, exist_ok=True)
     dataset_path = workdir / "coding-sharegpt.json"
-    n_prompts = sharegpt_dataset(Path(spec["prompts"]), dataset_path, int(spec["num_prompts"]))
-    levels = [run_level(spec, int(level), dataset_path, logdir, key) for level in spec["levels"]]
+    most = max(level_prompts(spec, int(level)) for level in spec["levels"])
+    n_prompts = sharegpt_dataset(Path(spec["prompts"]), dataset_path, most)
+    repetitions = max(1, int(spec.get("repetitions", 1)))
+    levels = [
+        run_level(spec, int(level), dataset_path, logdir, key, rep=rep)
+        for rep in range(repetitions)
+        for level in spec["levels"]
+    ]
     leaks = []
     for path in sorted(logdir.iterdir()):
         if path.is_file() and verify_scrub.find_leaks(
@@ -181,6 +204,7 @@ def main() -> int:
                 "shipped_prompts": n_prompts,
                 "logdir": str(logdir),
                 "leaks": leaks,
+                "repetitions": repetitions,
                 "auth": bool(key),
             }
         )

@@ -41,6 +41,7 @@ import dataclasses
 import json
 import math
 import os
+import random
 import sys
 import time
 import uuid
@@ -166,10 +167,23 @@ RELEASE = release_config()
 TPS = float(RELEASE.get("tokens_per_s", MINE.double_tokens_per_s))
 
 
+def jitter(config: dict[str, Any]) -> float:
+    """Run-to-run jitter (a test knob): protocol-double.json's ``jitter_cv`` (e.g. 0.03) multiplies the
+    pace by 1 + jitter_cv * z, z standard normal drawn once per ``jitter_period_s`` window (default 5 s),
+    so one benchmark run sees one draw and repeated runs spread by about that CV. 0 / absent: none."""
+    cv = float(config.get("jitter_cv", 0.0) or 0.0)
+    if cv <= 0:
+        return 1.0
+    window = int(time.time() // max(float(config.get("jitter_period_s", 5.0)), 0.1))
+    return max(0.05, 1.0 + cv * random.Random(window).gauss(0.0, 1.0))
+
+
 def tokens_per_s() -> float:
-    """The rate now: <release>/protocol-double.json's tokens_per_s when the file is there, else the flag."""
+    """The rate now: <release>/protocol-double.json's tokens_per_s when the file is there, else the flag
+    (times its jitter factor)."""
     try:
-        return float(release_config().get("tokens_per_s", MINE.double_tokens_per_s))
+        config = release_config()
+        return float(config.get("tokens_per_s", MINE.double_tokens_per_s)) * jitter(config)
     except (OSError, ValueError):  # a file being rewritten: the rate at start
         return TPS
 
