@@ -16,8 +16,11 @@ it out of the log too: ``ServerArgs.__repr__`` prints ``api_key='********'`` (an
 
 The mask also holds in SGLang's worker processes: they are started with multiprocessing's "spawn",
 which re-runs the parent's ``__main__`` file (this one, as ``__mp_main__``) in every child before
-anything else, so the repr is replaced there too. Without SGLang importable (a test double with
-another interpreter) there is nothing to mask and the target runs as is.
+anything else, so the repr is replaced there too. One difference from ``python -m``: the module's
+own ``__main__`` namespace is not importable by the children, so a function defined there could not
+be a child's target; SGLang's targets (run_scheduler_process, run_detokenizer_process, ...) live in
+importable modules. Without SGLang importable (a test double with another interpreter) there is
+nothing to mask and the target runs as is.
 """
 
 from __future__ import annotations
