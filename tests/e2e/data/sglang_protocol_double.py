@@ -2,8 +2,9 @@
 """sglang-protocol-double: a TEST DOUBLE of SGLang's HTTP server, for hosts without a GPU.
 
 It stands in for ``python -m sglang.launch_server`` behind the real ``sglang-kimi`` unit (the test
-hook ``sglang_service_exec_override: [<release python>, <this file>, --double-...]``; the launch
-spec's server flags follow) and runs with the RELEASE venv's python, so it speaks SGLang's own
+hook ``sglang_service_exec_override: [<release python>, <this file>, --double-...]``; the role puts
+its launcher sglang_launch.py between the interpreter and this file; the launch spec's server flags
+follow) and runs with the RELEASE venv's python, so it speaks SGLang's own
 contract rather than a copy of it:
 
 * the server flags are parsed by SGLang's own parser (``ServerArgs.add_cli_args``; flags it does not
