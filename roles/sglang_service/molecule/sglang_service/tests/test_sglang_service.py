@@ -198,7 +198,8 @@ def test_api_key_file_and_no_leak(host):
     assert TEST_KEY not in show
     # (systemctl show prints LoadCredential= as [unprintable]; the loaded unit has it)
     assert f"LoadCredential=sglang-config.yaml:{KEY_FILE}" in host.check_output(f"systemctl cat {UNIT}")
-    assert "%d/sglang-config.yaml" in _show(host, "ExecStart")
+    # systemd resolved the %d specifier when it loaded the unit
+    assert f"--config {CREDENTIALS}/sglang-config.yaml" in _show(host, "ExecStart")
     status = host.run(f"systemctl status {UNIT} --no-pager -l -n 0")
     assert TEST_KEY not in status.stdout + status.stderr
     pid = _show(host, "MainPID")
