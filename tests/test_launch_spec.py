@@ -80,20 +80,23 @@ def test_production_is_the_seed_command() -> None:
         "--speculative-eagle-topk 1 --speculative-num-draft-tokens 3 --attention-backend flashinfer "
         "--cuda-graph-max-bs 128 --enable-flashinfer-allreduce-fusion --enable-torch-symm-mem "
         "--host 127.0.0.1 --port 30000 --served-model-name kimi --trust-remote-code "
-        "--api-key ${SGLANG_API_KEY}"
+        "--config %d/sglang-config.yaml"
     )
     assert s["argv"] == s["launcher"] + s["server_args"]
     assert s["environment"] == {"SGLANG_ENABLE_SPEC_V2": "1"}
-    assert s["environment_files"] == ["/etc/sglang/nccl.env", "/etc/sglang/api-key.env"]
+    # the key is a systemd credential (LoadCredential=), not an EnvironmentFile
+    assert s["environment_files"] == ["/etc/sglang/nccl.env"]
     assert s["speculative"] == {
         "enabled": True, "algorithm": "EAGLE3", "num_steps": 2, "eagle_topk": 1,
         "num_draft_tokens": 3, "spec_v2": True,
     }  # fmt: skip
     assert s["endpoint"]["health_url"] == "http://127.0.0.1:30000/health"
     assert s["auth"] == {
-        "enabled": True, "required": True, "env_var": "SGLANG_API_KEY",
-        "placeholder": "${SGLANG_API_KEY}", "key_file": "/etc/sglang/api-key.env",
+        "enabled": True, "required": True, "delivery": "systemd-credential",
+        "credential": "sglang-config.yaml", "config_arg": "%d/sglang-config.yaml",
+        "config_key": "api-key", "key_file": "/etc/sglang/sglang-config.yaml",
     }  # fmt: skip
+    assert "--api-key" not in s["server_args"]
     assert s["nccl"] == {
         "profile": "auto",
         "resolved": "pcie",
@@ -114,11 +117,14 @@ def test_every_flag_has_a_reason_and_the_command_round_trips(preset: str) -> Non
     s = spec(preset=preset)
     assert all(f["reason"] for f in s["flags"])
     assert [f["flag"] for f in s["flags"]] == [w for w in s["server_args"] if w.startswith("--")]
-    # the copy-paste command parses back to the spec's env + argv (key placeholder kept literally)
+    # the copy-paste command parses back to the spec's env + argv; --config names the key's source
+    # file where the unit names its credential (%d/sglang-config.yaml)
     last = s["command"].splitlines()[len(s["environment_files"]) :]
     words = shlex.split(" ".join(line.rstrip("\\") for line in last))
     env_words = [f"{k}={v}" for k, v in s["environment"].items()]
-    assert words == env_words + s["argv"]
+    argv = ["/etc/sglang/sglang-config.yaml" if w == "%d/sglang-config.yaml" else w for w in s["argv"]]
+    assert words == env_words + argv
+    assert "%d" not in s["command"]
 
 
 def test_presets_are_the_rows_of_the_seed_table() -> None:
@@ -145,9 +151,9 @@ def test_optional_flags() -> None:
     args = s["server_args"]
     assert args[args.index("--speculative-disable-batch-threshold") + 1] == "32"
     assert args[args.index("--mem-fraction-static") + 1] == "0.85"
-    assert args[-4:] == ["--log-level", "info", "--api-key", "${SGLANG_API_KEY}"]
+    assert args[-4:] == ["--log-level", "info", "--config", "%d/sglang-config.yaml"]
     off = spec(api_key=None, api_key_required=False)
-    assert "--api-key" not in off["server_args"]
+    assert "--config" not in off["server_args"]
     assert off["environment_files"] == ["/etc/sglang/nccl.env"]
     assert off["auth"]["enabled"] is False
 
@@ -231,7 +237,17 @@ BAD: dict[str, tuple[dict[str, Any], str, str]] = {
         "sglang_nccl_env_file='/etc/sglang/nccl env'",
         "absolute",
     ),
-    "key_file": ({"api_key_file": "api-key.env"}, "sglang_api_key_file='api-key.env'", "absolute"),
+    "key_file": ({"api_key_file": "api-key.yaml"}, "sglang_api_key_file='api-key.yaml'", "absolute"),
+    "key_file_not_yaml": (
+        {"api_key_file": "/etc/sglang/api-key.env"},
+        "sglang_api_key_file='/etc/sglang/api-key.env'",
+        ".yaml or .yml",
+    ),
+    "extra_config": (
+        {"extra_args": ["--config", "/tmp/other.yaml"]},
+        "sglang_extra_args='--config'",
+        "flags the spec does not already set",
+    ),
     "nccl_profile": ({"nccl_profile": "fast"}, "sglang_nccl_profile='fast'", "auto, pcie, nvlink, none"),
 }
 

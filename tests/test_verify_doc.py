@@ -256,14 +256,17 @@ def test_key_never_present_placeholder_in_command(preset: str) -> None:
     text = render(inputs(preset))
     assert KEY not in text
     section6 = text.split("## 6. Exact Launch Command", 1)[1].split("## 7.", 1)[0]
-    assert "${SGLANG_API_KEY}" in section6
-    assert "--api-key" in section6
+    assert "--config /etc/sglang/sglang-config.yaml" in section6
+    assert "LoadCredential=sglang-config.yaml:/etc/sglang/sglang-config.yaml" in section6
+    assert "--api-key" not in section6
+    assert "${SGLANG_API_KEY}" not in section6
 
 
 def test_no_auth_no_placeholder() -> None:
     text = render(inputs("production", api_key_required=False))
     assert KEY not in text
-    assert "${SGLANG_API_KEY}" not in text
+    assert "--config" not in text
+    assert "LoadCredential" not in text
 
 
 def test_speculative_flags_per_preset() -> None:

@@ -7,9 +7,10 @@ flags: the stack role's parser check, the systemd unit, ``launch-args.json``, th
 production document.
 
 :func:`resolve` returns ``{"spec": {...}, "errors": [...]}``. Every error names the variable, its bad
-value (never the API key) and what is allowed. The spec never holds the API key: the argv carries the
-placeholder ``${SGLANG_API_KEY}``, which systemd expands from the key's EnvironmentFile into exactly one
-argument.
+value (never the API key) and what is allowed. The spec never holds the API key: with auth on, the argv
+ends in ``--config %d/sglang-config.yaml``, SGLang's own YAML flag file (``api-key: <key>``) that systemd
+hands the service through ``LoadCredential=`` in its private credentials directory (``%d``): the key is
+on no command line, in no environment and in no unit.
 """
 
 from __future__ import annotations
@@ -22,8 +23,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 SCHEMA = 1
-API_KEY_ENV = "SGLANG_API_KEY"
-API_KEY_PLACEHOLDER = "${" + API_KEY_ENV + "}"
+API_KEY_ENV = "SGLANG_API_KEY"  # no longer set anywhere; refused in sglang_launch_environment
+# The key travels in SGLang's own flag file (``--config FILE.yaml``; its ConfigArgumentMerger wants a
+# .yaml/.yml name and turns ``api-key: K`` into ``--api-key K`` inside the process, never in argv),
+# delivered by systemd's LoadCredential= under this credential name; %d = the credentials directory.
+CONFIG_CREDENTIAL = "sglang-config.yaml"
+CONFIG_ARG = "%d/" + CONFIG_CREDENTIAL
+CONFIG_KEY = "api-key"
+CONFIG_SUFFIXES = (".yaml", ".yml")
 API_KEY_MIN_LEN = 16
 API_KEY_CHARS = "A-Z a-z 0-9 . _ ~ + / = : @ -"
 API_KEY_PLACEHOLDER_PREFIX = "CHANGE-ME"  # inventory/example/.../vault.yml.example
@@ -96,7 +103,11 @@ FLAG_REASONS = {
     "--port": "HTTP port",
     "--served-model-name": "model name the API reports and accepts",
     "--trust-remote-code": "the model ships its own modelling code",
-    "--api-key": "every request must carry this key (expanded by systemd from the key file)",
+    "--api-key": "every request must carry this key (never a flag here: it comes from --config)",
+    "--config": (
+        "SGLang's YAML flag file holding api-key, handed to the service by systemd LoadCredential= "
+        "(private credentials directory %d): the key is on no command line"
+    ),
 }
 
 
@@ -392,6 +403,17 @@ def _check_key(cfg: Mapping[str, Any], errors: _Errors, required: bool) -> bool:
     return True
 
 
+def _check_key_file(cfg: Mapping[str, Any], errors: _Errors) -> None:
+    """The key's YAML file: SGLang's --config (the shell command of the document) wants .yaml/.yml."""
+    path = cfg.get("api_key_file")
+    if isinstance(path, str) and not path.endswith(CONFIG_SUFFIXES):
+        errors.bad(
+            "sglang_api_key_file",
+            path,
+            "a path ending in .yaml or .yml (SGLang's --config reads only YAML files)",
+        )
+
+
 def _scalar(value: Any) -> bool:
     return isinstance(value, str | int | float) and not isinstance(value, bool)
 
@@ -479,7 +501,7 @@ def _server_args(
         args.append("--trust-remote-code")
     args += list(extra)
     if auth:
-        args += ["--api-key", API_KEY_PLACEHOLDER]
+        args += ["--config", CONFIG_ARG]
     return args
 
 
@@ -522,13 +544,14 @@ def _nccl(cfg: Mapping[str, Any], errors: _Errors) -> dict[str, Any]:
 
 def shell_command(spec: Mapping[str, Any]) -> str:
     """A copy-paste shell command equal to the unit's: env files sourced, env set, argv quoted, one flag
-    per line; the key stays the literal ``${SGLANG_API_KEY}`` (double-quoted, so the shell expands it
-    from the key file into one word)."""
+    per line; the key stays in its YAML file: ``--config <key file>`` (root-readable, the source of the
+    unit's credential) where the unit has ``--config %d/sglang-config.yaml``."""
     lines = [f"set -a; . {shlex.quote(path)}; set +a" for path in spec["environment_files"]]
     env = [f"{name}={shlex.quote(value)}" for name, value in spec["environment"].items()]
     groups: list[list[str]] = [env + [shlex.quote(w) for w in spec["launcher"]]]
+    key_file = spec["auth"]["key_file"] or ""
     for word in spec["server_args"]:
-        quoted = f'"{word}"' if word == API_KEY_PLACEHOLDER else shlex.quote(word)
+        quoted = shlex.quote(key_file if word == CONFIG_ARG else word)
         if word.startswith("--"):
             groups.append([quoted])
         else:
@@ -543,6 +566,7 @@ def resolve(cfg: Mapping[str, Any]) -> dict[str, Any]:
     spec = _speculative(cfg, errors)
     v = _check_inputs(cfg, errors, spec["enabled"])
     auth = _check_key(cfg, errors, v["api_key_required"])
+    _check_key_file(cfg, errors)
     extra, env_extra = _check_extra(cfg, errors)
     nccl = _nccl(cfg, errors)
     if errors:
@@ -551,7 +575,7 @@ def resolve(cfg: Mapping[str, Any]) -> dict[str, Any]:
     server_args = _server_args(v, spec, extra, auth)
     environment = {SPEC_V2_ENV: "1"} if spec["spec_v2"] else {}
     environment.update(env_extra)
-    env_files = [v["nccl_env_file"]] + ([v["api_key_file"]] if auth else [])
+    env_files = [v["nccl_env_file"]]
     base = f"http://{_url_host(v['host'], probe=False)}:{v['port']}"
     probe = f"http://{_url_host(v['host'], probe=True)}:{v['port']}"
     result: dict[str, Any] = {
@@ -579,8 +603,12 @@ def resolve(cfg: Mapping[str, Any]) -> dict[str, Any]:
         "auth": {
             "enabled": auth,
             "required": v["api_key_required"],
-            "env_var": API_KEY_ENV,
-            "placeholder": API_KEY_PLACEHOLDER,
+            # how the key reaches SGLang: systemd LoadCredential=<credential>:<key_file> (0600 root, a
+            # YAML file `api-key: <key>`), argv `--config <config_arg>`; never the key itself
+            "delivery": "systemd-credential" if auth else None,
+            "credential": CONFIG_CREDENTIAL if auth else None,
+            "config_arg": CONFIG_ARG if auth else None,
+            "config_key": CONFIG_KEY,
             "key_file": v["api_key_file"] if auth else None,
         },
         "nccl": {**nccl, "env_file": v["nccl_env_file"]},

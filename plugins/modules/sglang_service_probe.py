@@ -7,7 +7,7 @@ SPEC: {"nccl_env": path or "", "current": path, "modprobe": path, "groups": [nam
        "dropin_dir": path, "paths": [{"path", "owner", "group", "mode"}], "unit": path,
        "key_file": {"path", "owner", "group", "mode"} or null, "key_path": path,
        "files": [paths], "config_paths": [{"path", "owner", "group", "mode"}], "user": name,
-       "service": unit name}
+       "service": unit name, "legacy_key_files": [paths], "devices": bool, "addresses": bool}
 Answers: the NCCL env file's sha256 (when asked), where `current` resolves (as stat's lnk_source),
 whether nvidia-modprobe exists, which of the groups exist, the files in the unit's drop-in directory,
 the managed directories that are missing or whose owner, group or mode differ, whether the unit file
@@ -15,7 +15,10 @@ exists, and whether the API key file is missing or has another owner, group or m
 path of a rerun (the role skips its install tasks when all of these match what it would write): the
 sha256, owner, group and mode of each of `files` (never the key file: its content is a secret), the
 configuration directories that drift, the service user's passwd entry and groups, whether the key
-file exists, and `systemctl is-enabled` / `is-active` of the service.
+file exists, and `systemctl is-enabled` / `is-active` of the service. For the key delivery and the
+unit's policies: which of `legacy_key_files` (key files of earlier versions) exist, the /dev/nvidia*
+character devices (`devices`: for DeviceAllow=) and the interface addresses with their prefix
+(`addresses`: `ip -j addr`, for the default IPAddressAllow=).
 Only `current` is required: the verify role asks for `current` and `service` alone (layer 5: where
 current points and whether the unit is active, in one round trip).
 
@@ -35,9 +38,12 @@ differing non-secret NCCL_* name when short and plain.
 
 from __future__ import annotations
 
+import glob
 import grp
+import json
 import os
 import pwd
+import stat
 import subprocess
 from typing import Any
 
@@ -165,6 +171,35 @@ def process_state(want: dict[str, Any], current_release: str) -> dict[str, Any]:
     return out
 
 
+def nvidia_devices() -> list[str]:
+    """The NVIDIA character devices the host has (/dev/nvidia*, /dev/nvidia-caps/*)."""
+    found = []
+    for path in sorted(glob.glob("/dev/nvidia*") + glob.glob("/dev/nvidia-caps/*")):
+        try:
+            if stat.S_ISCHR(os.stat(path).st_mode):
+                found.append(path)
+        except OSError:
+            continue
+    return found
+
+
+def addresses() -> list[str]:
+    """Every interface address as ADDR/PREFIX (iproute2's JSON); [] when ip is missing."""
+    try:
+        done = subprocess.run(
+            ["ip", "-j", "addr", "show"], capture_output=True, text=True, check=False, timeout=30
+        )
+        links = json.loads(done.stdout or "[]")
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        return []
+    out = []
+    for link in links if isinstance(links, list) else []:
+        for info in link.get("addr_info", []) if isinstance(link, dict) else []:
+            if isinstance(info, dict) and info.get("local") and isinstance(info.get("prefixlen"), int):
+                out.append(f"{info['local']}/{info['prefixlen']}")
+    return out
+
+
 def probe(spec: dict[str, Any]) -> dict[str, Any]:
     current = spec["current"]
     if os.path.islink(current):
@@ -204,6 +239,10 @@ def probe(spec: dict[str, Any]) -> dict[str, Any]:
         "enabled": systemctl("is-enabled", spec["service"]) if spec.get("service") else "unknown",
         "active": systemctl("is-active", spec["service"]) if spec.get("service") else "unknown",
         "process": process_state(spec["process"], release) if spec.get("process") else None,
+        # presence only (an old key file is removed unread)
+        "legacy_key_files": [p for p in spec.get("legacy_key_files", []) if os.path.lexists(p)],
+        "nvidia_devices": nvidia_devices() if spec.get("devices") else [],
+        "addresses": addresses() if spec.get("addresses") else [],
     }
 
 

@@ -51,10 +51,10 @@ TAMPERS: dict[str, tuple[str, str, str]] = {
         "override.conf",
     ),
     "api_key_file_deleted": (
-        "rm -f /etc/sglang/api-key.env",
+        "rm -f /etc/sglang/sglang-config.yaml",
         # the write itself is no_log: this report names the file (never its content)
         "sglang_service : Report a missing API key file or its drifted owner or mode (drift)",
-        "/etc/sglang/api-key.env: missing",  # a path is not a secret: the CLI leaves it readable
+        "/etc/sglang/sglang-config.yaml: missing",  # a path is not a secret: the CLI leaves it readable
     ),
     "service_stopped_and_disabled": (
         "systemctl disable --now sglang-kimi.service",
@@ -193,7 +193,7 @@ def test_one_up_repairs_everything_then_no_drift_and_no_change(rounds: dict[str,
     assert summary["hosts"][LAB_HOST]["changed"] > 0
     assert lab_exec("readlink", "/opt/sglang/current").strip().startswith("releases/")
     assert not lab_exec("sh", "-c", f"ls {DROPIN} 2>/dev/null || true").strip()
-    assert lab_exec("stat", "-c", "%a %U", "/etc/sglang/api-key.env").split() == ["600", "root"]
+    assert lab_exec("stat", "-c", "%a %U", "/etc/sglang/sglang-config.yaml").split() == ["600", "root"]
     assert lab_exec("systemctl", "is-enabled", "sglang-kimi.service", check=False).strip() == "enabled"
     assert "V13.0.88" in lab_exec("/opt/cuda/13.0.1/bin/nvcc", "--version")
     versions = lab_exec(

@@ -23,6 +23,8 @@ import json
 import re
 import shlex
 import subprocess
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -182,8 +184,10 @@ def test_record_baseline_then_pass(double: dict[str, Any]) -> None:
     assert re.search(r"level\s+expected\s+measured\s+delta\s+allowed\s+margin\s+verdict", out), out[-6000:]
     doc = lab_exec("cat", DOC)
     assert [ln for ln in doc.splitlines() if re.match(r"^## [0-9]\. ", ln)] == SECTIONS
-    assert "${SGLANG_API_KEY}" in doc.split("## 6.", 1)[1].split("## 7.", 1)[0]
     assert "Workload: scaled mode" in doc
+    section6 = doc.split("## 6.", 1)[1].split("## 7.", 1)[0]
+    assert "--config /etc/sglang/sglang-config.yaml" in section6
+    assert "--api-key" not in section6
     results = host_results()
     assert results["status"] == "passed"
     assert results["verdict"]["status"] == "passed"
@@ -216,6 +220,61 @@ def test_ungated_without_a_comparable_baseline_exits_6(double: dict[str, Any]) -
     baseline = Path(double["inventory"]).parent / "host_vars" / LAB_HOST / "verify_baseline.yml"
     assert len(yaml.safe_load(baseline.read_text().replace("!unsafe ", ""))["verify_baseline_records"]) == 1
     no_key_anywhere(out, [double["tmp"] / "ungated-report"])
+
+
+def test_key_in_no_process_list_cmdline_or_journal(double: dict[str, Any]) -> None:
+    """While verify runs layer 5 and the benchmark, `ps -eo args` on the host (sampled every 0.2 s by
+    a thread) never shows the key; neither do the server's /proc/<MainPID>/cmdline and its journal,
+    where SGLang's start-up line server_args=ServerArgs(...) shows api_key='********' (the
+    double prints it with SGLang 0.5.9's own dataclass repr, behind the unit's launcher)."""
+    samples: list[str] = []
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            done = subprocess.run(
+                ["docker", "exec", LAB_HOST, "ps", "-eo", "args"],
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=60,
+            )
+            samples.append(done.stdout)
+            time.sleep(0.2)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        rc, out = verify(double, "ps-sample", 100)
+    finally:
+        stop.set()
+        sampler.join(timeout=70)
+    assert rc == 0, out[-6000:]
+    assert "verify layer 6 (benchmark) passed" in out, out[-6000:]
+    seen_bench = [s for s in samples if "verify_bench.py" in s]
+    seen_http = [s for s in samples if "verify_http.py" in s]
+    assert seen_bench, f"no sample caught the benchmark ({len(samples)} samples)"
+    assert seen_http, f"no sample caught layer 5 ({len(samples)} samples)"
+    leaked = [s for s in samples if KEY in s]
+    assert leaked == [], f"the key was in ps in {len(leaked)} of {len(samples)} samples"
+    print(f"ps -eo args: {len(samples)} samples, {len(seen_bench)} during the benchmark, none with the key")
+    pid = lab_exec("systemctl", "show", "-p", "MainPID", "--value", "sglang-kimi").strip()
+    assert pid not in ("", "0")
+    cmdline = lab_exec("cat", f"/proc/{pid}/cmdline").replace("\0", " ")
+    assert "--config /run/credentials/sglang-kimi.service/sglang-config.yaml" in cmdline
+    assert KEY not in cmdline
+    assert KEY not in lab_exec("systemctl", "status", "sglang-kimi", "--no-pager", "-l")
+    # this start of the unit (a journal kept from runs of earlier versions may hold other lines)
+    invocation = lab_exec("systemctl", "show", "-p", "InvocationID", "--value", "sglang-kimi").strip()
+    journal = lab_exec(
+        "journalctl", "-u", "sglang-kimi", f"_SYSTEMD_INVOCATION_ID={invocation}", "--no-pager", "-o", "cat"
+    )
+    assert "server_args=ServerArgs(" in journal
+    assert "api_key='********'" in journal
+    assert KEY not in journal
+    unit = lab_exec("systemctl", "cat", "sglang-kimi")
+    assert KEY not in unit
+    assert "LoadCredential=sglang-config.yaml:/etc/sglang/sglang-config.yaml" in unit
 
 
 def test_rollback_after_a_slow_release(double: dict[str, Any]) -> None:

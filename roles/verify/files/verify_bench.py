@@ -17,8 +17,13 @@ SPEC: {"base_url", "levels": [1, 30, ...], "num_prompts": n or {"C": n}, "repeti
        "timeout_s", "seed"}
 Repetitions run in rounds (every level once, then every level again, ...), so a slow drift of the host
 spreads over all levels instead of biasing one; each (level, repetition) has its own JSONL and log.
-Environment: OPENAI_API_KEY (the server's API key; bench_serving sends it as a Bearer token) -
-never on a command line, never in the output: every file bench_serving writes (its JSONL embeds
+The API key comes on stdin as one JSON document ``{"api_key": "<key>" | null}`` (the task's
+``stdin:``): never on a command line and never in
+the environment the task starts this with (Ansible's remote ``sh -c 'VAR=... python ...'`` shows an
+``environment:`` in ``ps``). It is put into ``os.environ["OPENAI_API_KEY"]`` of this process only,
+where bench_serving reads it (it sends it as a Bearer token); a process's environment is readable in
+/proc/<pid>/environ by its own user and root only, not in ``ps`` or /proc/<pid>/cmdline. Never in
+the output: every file bench_serving writes (its JSONL embeds
 /get_server_info, which holds the key) and its console log are scrubbed with verify_scrub.py (the
 collection's plugins/module_utils/verify_scrub.py, copied beside this file) and checked for leaks.
 
@@ -173,9 +178,24 @@ def run_level(
     }
 
 
+def read_key(stream: Any) -> str:
+    """The API key from stdin's JSON document ({"api_key": key or null}); "" when there is none."""
+    if stream is None or stream.isatty():
+        return ""
+    text = stream.read().strip()
+    if not text:
+        return ""
+    key = json.loads(text).get("api_key")
+    return key if isinstance(key, str) else ""
+
+
 def main() -> int:
     spec: dict[str, Any] = json.loads(sys.argv[1])
-    key = os.environ.get("OPENAI_API_KEY", "")
+    key = read_key(sys.stdin)
+    if key:
+        os.environ["OPENAI_API_KEY"] = key
+    else:
+        os.environ.pop("OPENAI_API_KEY", None)
     # No hub access: the tokenizer is a local path (bench_serving would otherwise try the hub).
     os.environ.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"})
     workdir = Path(spec["workdir"])

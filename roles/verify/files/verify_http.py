@@ -2,8 +2,11 @@
 """Layer 5 (HTTP): the deployed server answers SGLang's HTTP contract.
 
 usage: verify_http.py SPEC_JSON    (host python, standard library only; prints one JSON document)
-SPEC: {"base_url", "health_url", "served_name", "auth": bool, "max_new_tokens", "timeout_s", "wait_s"}
-Environment: VERIFY_API_KEY (the server's API key when auth is on; never printed).
+SPEC: {"base_url", "health_url", "served_name", "auth": bool, "max_new_tokens", "timeout_s", "wait_s",
+       "key_file": path or ""}
+The API key (auth on) is read from key_file, a 0600 file the task copied into a throw-away 0700
+directory and removes after the run: never on a command line or in the environment (both are what
+`ps` and Ansible's remote `sh -c` show), never printed.
 
 Passes when: GET /health is 200 (polled for up to wait_s seconds first: a server restarted a moment
 ago is still loading) (no key: SGLang leaves /health open); GET /v1/models (with the key)
@@ -14,7 +17,6 @@ API key configured, GET /v1/models and POST /generate WITHOUT it are refused (40
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 import urllib.error
@@ -108,7 +110,11 @@ def check(spec: dict[str, Any], key: str) -> dict[str, Any]:
 
 def main() -> int:
     spec: dict[str, Any] = json.loads(sys.argv[1])
-    key = os.environ.get("VERIFY_API_KEY", "")
+    key_file = spec.get("key_file") or ""
+    key = ""
+    if key_file:
+        with open(key_file, encoding="utf-8") as fh:
+            key = fh.read().strip()
     result = check(spec, key)
     text = json.dumps(result)
     if key:

@@ -2,12 +2,18 @@
 """sglang-protocol-double: a TEST DOUBLE of SGLang's HTTP server, for hosts without a GPU.
 
 It stands in for ``python -m sglang.launch_server`` behind the real ``sglang-kimi`` unit (the test
-hook ``sglang_service_exec_override: [<release python>, <this file>, --double-...]``; the launch
-spec's server flags follow) and runs with the RELEASE venv's python, so it speaks SGLang's own
+hook ``sglang_service_exec_override: [<release python>, <this file>, --double-...]``; the role puts
+its launcher sglang_launch.py between the interpreter and this file; the launch spec's server flags
+follow) and runs with the RELEASE venv's python, so it speaks SGLang's own
 contract rather than a copy of it:
 
 * the server flags are parsed by SGLang's own parser (``ServerArgs.add_cli_args``; flags it does not
-  know are ignored) and ``/get_server_info`` returns every ``ServerArgs`` field (``api_key``
+  know are ignored), after SGLang's own ``--config FILE.yaml`` merge (``ConfigArgumentMerger``, as
+  ``prepare_server_args`` does: the API key arrives that way, from the unit's credentials directory);
+  at start it prints ``server_args=ServerArgs(...)`` with SGLang's own dataclass repr, the line SGLang
+  0.5.9 logs (``entrypoints/engine.py``: ``logger.info(f"{server_args=}")``), so what the unit's
+  launcher (sglang_launch.py) does to that line is what reaches the journal; ``/get_server_info``
+  returns every ``ServerArgs`` field (``api_key``
   included, in clear, as the real server does), the scheduler limits, ``internal_states`` (with
   ``avg_spec_accept_length`` for a speculative preset: bench_serving reads the accept length there)
   and SGLang's version;
@@ -131,6 +137,7 @@ from sglang.srt.entrypoints.openai.protocol import (  # type: ignore[import-not-
 )
 from sglang.srt.managers.io_struct import GenerateReqInput  # type: ignore[import-not-found]  # noqa: E402
 from sglang.srt.server_args import ServerArgs  # type: ignore[import-not-found]  # noqa: E402
+from sglang.srt.server_args_config_parser import ConfigArgumentMerger  # type: ignore[import-not-found]  # noqa: E402
 from sglang.srt.utils.auth import add_api_key_middleware  # type: ignore[import-not-found]  # noqa: E402
 from sglang.version import __version__ as SGLANG_VERSION  # type: ignore[import-not-found]  # noqa: E402
 
@@ -148,8 +155,19 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, argparse.Namespace, list
     mine, rest = own.parse_known_args(argv)
     parser = argparse.ArgumentParser(prog="sglang.launch_server")
     ServerArgs.add_cli_args(parser)
+    if "--config" in rest:  # as prepare_server_args does
+        rest = ConfigArgumentMerger(parser).merge_config_with_args(rest)
     server, unknown = parser.parse_known_args(rest)
     return mine, server, unknown
+
+
+def server_args_object(namespace: argparse.Namespace) -> Any:
+    """A ServerArgs holding the parsed values, without __post_init__ (it demands an accelerator): its
+    repr is SGLang's own (the dataclass's, or whatever the launcher made of it)."""
+    obj = object.__new__(ServerArgs)
+    for field in dataclasses.fields(ServerArgs):
+        setattr(obj, field.name, getattr(namespace, field.name, None))
+    return obj
 
 
 def release_config() -> dict[str, Any]:
@@ -402,6 +420,8 @@ async def completions(req: CompletionRequest) -> Response:
 
 
 if __name__ == "__main__":
+    server_args = server_args_object(SERVER)
+    print(f"{server_args=}", flush=True)  # SGLang 0.5.9's start-up line (engine.py)
     print(
         f"sglang-protocol-double: SGLang {SGLANG_VERSION} protocol, {SERVED!r} "
         f"on {SERVER.host}:{SERVER.port}, "

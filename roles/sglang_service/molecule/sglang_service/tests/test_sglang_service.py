@@ -20,7 +20,10 @@ LAUNCH_ARGS = {
     "sglang-golden-tree": "/etc/sglang/launch-args-golden-tree.json",
 }
 # systemd-analyze security of the unit must not get worse than this (README states the value).
-EXPOSURE_MAX = 2.0
+EXPOSURE_MAX = 1.6  # 2.0 before the closed device policy, ProtectClock= and the address policy
+SHIM = "/usr/local/lib/sglang-deploy/sglang_launch.py"
+KEY_FILE = "/etc/sglang/sglang-config.yaml"
+CREDENTIALS = f"/run/credentials/{UNIT}.service"
 SHA_LINE = re.compile(r"^(#   nccl\.env sha256: )[0-9a-f]{64}$", re.M)
 
 
@@ -77,8 +80,9 @@ def test_presets_differ_as_the_seed_table_says(host):
         tree["launch_spec"]["server_args"]
     )
     assert "SGLANG_ENABLE_SPEC_V2" not in tree["environment"]
-    assert prod["launcher"] == ["/usr/bin/python3", "/usr/local/libexec/sglang-test-double"]
-    assert base["launcher"] == ["/opt/sglang/current/venv/bin/python", "-m", "sglang.launch_server"]
+    # the interpreter, the role's launcher (key hidden in SGLang's log), then the module or the double
+    assert prod["launcher"] == ["/usr/bin/python3", SHIM, "/usr/local/libexec/sglang-test-double"]
+    assert base["launcher"] == ["/opt/sglang/current/venv/bin/python", SHIM, "-m", "sglang.launch_server"]
 
 
 def test_nccl_checksum_line_is_truthful(host):
@@ -99,15 +103,32 @@ def test_security_exposure_is_low(host):
     out = host.check_output(f"systemd-analyze security {UNIT} --no-pager")
     m = re.search(r"Overall exposure level for \S+: (\d+\.\d+)", out)
     assert m, out
+    print(f"systemd-analyze security {UNIT}: exposure {m[1]}")
     assert float(m[1]) <= EXPOSURE_MAX, out
 
 
-def test_gpu_devices_stay_reachable(host):
-    # No closed device policy (PrivateDevices=/DeviceAllow=/ProtectClock= would hide /dev/nvidia*).
-    assert _show(host, "DevicePolicy") == "auto"
-    assert _show(host, "DeviceAllow") == ""
+def test_device_and_address_policy(host):
+    # A closed device policy: the pseudo devices, plus the NVIDIA nodes the host has (none here:
+    # no GPU in the container), char-rtc r from ProtectClock=.
+    unit = host.file(f"/etc/systemd/system/{UNIT}.service").content_string
+    assert "\nDevicePolicy=closed\n" in unit
+    assert "DeviceAllow=/dev/nvidia" not in unit
+    assert _show(host, "DevicePolicy") == "closed"
+    assert _show(host, "DeviceAllow") == "char-rtc r"
+    assert _show(host, "ProtectClock") == "yes"
+    # GPU nodes are not hidden behind a private /dev; JIT keeps W+X pages
     assert _show(host, "PrivateDevices") == "no"
     assert _show(host, "MemoryDenyWriteExecute") == "no"
+    # Addresses: everything denied but localhost (the bind address is 127.0.0.1)
+    assert "\nIPAddressDeny=any\nIPAddressAllow=localhost\n" in unit
+    assert set(_show(host, "IPAddressDeny").split()) == {"0.0.0.0/0", "::/0"}
+    assert set(_show(host, "IPAddressAllow").split()) == {"127.0.0.0/8", "::1/128"}
+
+
+def test_launcher_installed(host):
+    f = host.file(SHIM)
+    assert (f.user, f.group, f.mode) == ("root", "root", 0o644)
+    assert "mask_server_args_repr" in f.content_string
 
 
 # --- the running service (test double) ---------------------------------------------------
@@ -144,13 +165,16 @@ def test_user_groups_env_and_argv_reach_the_process(host):
         assert env[name].startswith("/var/cache/sglang"), name
     assert env["PATH"].startswith("/opt/sglang/current/venv/bin:/usr/local/cuda/bin:")
     launch = json.loads(host.file(LAUNCH_ARGS[UNIT]).content_string)
-    # systemd expanded ${SGLANG_API_KEY} into exactly one argument: the key.
+    # The key came from the --config YAML in the unit's credentials directory (LoadCredential=).
     assert rep["api_key_sha256"] == hashlib.sha256(TEST_KEY.encode()).hexdigest()
-    # The process got exactly the launch spec's server flags (systemd parsed the unit's ExecStart,
-    # expanded the key placeholder into one word; the double records that word hashed).
-    key_word = "sha256:" + hashlib.sha256(TEST_KEY.encode()).hexdigest()
+    assert rep["credentials_directory"] == CREDENTIALS
+    assert rep["cmdline_has_key"] is False
+    assert rep["env_has_api_key"] is False
+    # The process got exactly the launch spec's server flags (systemd parsed the unit's ExecStart and
+    # expanded %d, the credentials directory, in the one word that has it).
     spec_args = launch["launch_spec"]["server_args"]
-    assert rep["argv"] == [key_word if a == "${SGLANG_API_KEY}" else a for a in spec_args]
+    assert spec_args[-2:] == ["--config", "%d/sglang-config.yaml"]
+    assert rep["argv"] == [*spec_args[:-1], f"{CREDENTIALS}/sglang-config.yaml"]
     for d in ("/var/lib/sglang", "/var/cache/sglang"):
         f = host.file(d)
         assert f.user == "sglang", d
@@ -158,17 +182,38 @@ def test_user_groups_env_and_argv_reach_the_process(host):
 
 
 def test_api_key_file_and_no_leak(host):
-    f = host.file("/etc/sglang/api-key.env")
-    assert f.user == "root"
-    assert f.group == "root"
-    assert f.mode == 0o600
-    assert f.content_string == f"SGLANG_API_KEY={TEST_KEY}\n"
+    f = host.file(KEY_FILE)
+    assert (f.user, f.group, f.mode) == ("root", "root", 0o600)
+    assert json.loads(f.content_string) == {"api-key": TEST_KEY}
+    # the key file of the earlier version is gone
+    assert not host.file("/etc/sglang/api-key.env").exists
     unit = host.file(f"/etc/systemd/system/{UNIT}.service").content_string
     assert TEST_KEY not in unit
-    assert "--api-key ${SGLANG_API_KEY}" in unit
+    assert "api-key" not in unit
+    assert "SGLANG_API_KEY" not in unit
+    assert "EnvironmentFile=/etc/sglang/api-key" not in unit
+    assert f"\nLoadCredential=sglang-config.yaml:{KEY_FILE}\n" in unit
+    assert "    --config %d/sglang-config.yaml\n" in unit
     show = host.check_output(f"systemctl show {UNIT} --no-pager")
     assert TEST_KEY not in show
-    assert "${SGLANG_API_KEY}" in _show(host, "ExecStart")
+    # (systemctl show prints LoadCredential= as [unprintable]; the loaded unit has it)
+    assert f"LoadCredential=sglang-config.yaml:{KEY_FILE}" in host.check_output(f"systemctl cat {UNIT}")
+    # systemd resolved the %d specifier when it loaded the unit
+    assert f"--config {CREDENTIALS}/sglang-config.yaml" in _show(host, "ExecStart")
+    status = host.run(f"systemctl status {UNIT} --no-pager -l -n 0")
+    assert TEST_KEY not in status.stdout + status.stderr
+    pid = _show(host, "MainPID")
+    assert pid != "0"
+    cmdline = host.check_output(f"tr '\\0' ' ' < /proc/{pid}/cmdline")
+    assert f"{CREDENTIALS}/sglang-config.yaml" in cmdline
+    assert TEST_KEY not in cmdline
+    assert TEST_KEY not in host.check_output("ps -eo args")
+    # only root and the service (an ACL systemd adds) read the credential copy; other users nothing
+    cred = host.file(f"{CREDENTIALS}/sglang-config.yaml")
+    assert cred.user == "root"
+    assert cred.mode & 0o007 == 0, oct(cred.mode)
+    assert host.run(f"su -s /bin/sh nobody -c 'cat {CREDENTIALS}/sglang-config.yaml'").rc != 0
+    assert TEST_KEY not in host.check_output(f"cat {LAUNCH_ARGS[UNIT]}")
     base = "curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:30000/v1/models"
     assert host.check_output(base) == "401"
     assert host.check_output(f"{base} -H 'Authorization: Bearer {TEST_KEY}'") == "200"
@@ -334,6 +379,10 @@ BAD_INPUT = {
         "sglang_api_key (value not printed; 12 characters)",
     ),
     "service_user_root": ({"sglang_service_user": "root"}, "sglang_service_user='root'"),
+    "ip_allow": (
+        {"sglang_service_ip_address_allow": ["10.0.0.0/33"]},
+        "sglang_service_ip_address_allow=['10.0.0.0/33']",
+    ),
 }
 
 
