@@ -73,22 +73,18 @@ def check(spec: dict[str, Any], key: str) -> dict[str, Any]:
         "text": "def fibonacci(n):",
         "sampling_params": {"max_new_tokens": int(spec.get("max_new_tokens", 16)), "temperature": 0.0},
     }
-    status, body = call(base + "/generate", key or None, gen_body, timeout)
-    text = body.get("text") if isinstance(body, dict) else None
-    meta = body.get("meta_info", {}) if isinstance(body, dict) else {}
-    checks["generate"] = {
-        "status": status,
-        "chars": len(text) if isinstance(text, str) else None,
-        "completion_tokens": meta.get("completion_tokens") if isinstance(meta, dict) else None,
-    }
-    if status != 200:
-        errors.append(f"POST /generate answered {status}, want 200: {str(body)[:200]}")
-    elif not isinstance(text, str) or not text:
-        errors.append("POST /generate returned no text")
+    # check mode (spec generate=false) is read-only on the server too: no request that generates,
+    # not even one the key check expects to be refused
+    generate = bool(spec.get("generate", True))
+    if generate:
+        errors += _generate(checks, base + "/generate", key, gen_body, timeout)
+    else:
+        checks["generate"] = "not sent: check mode (read-only)"
 
     if spec.get("auth"):
         refused = {}
-        for path, payload in (("/v1/models", None), ("/generate", gen_body)):
+        probes = (("/v1/models", None), ("/generate", gen_body)) if generate else (("/v1/models", None),)
+        for path, payload in probes:
             status, _ = call(base + path, None, payload, timeout)
             refused[path] = status
             if status not in (401, 403):
@@ -100,12 +96,33 @@ def check(spec: dict[str, Any], key: str) -> dict[str, Any]:
     if errors:
         return {"status": "failed", "reason": "; ".join(errors), "checks": checks}
     auth = "a request without the API key is refused" if spec.get("auth") else "no API key configured"
+    said = (
+        f"/generate returned {checks['generate']['completion_tokens']} token(s) of text"
+        if generate
+        else "no /generate (check mode: read-only)"
+    )
     return {
         "status": "passed",
-        "reason": f"/health 200, /v1/models lists {served!r}, /generate returned "
-        f"{checks['generate']['completion_tokens']} token(s) of text, {auth}",
+        "reason": f"/health 200, /v1/models lists {served!r}, {said}, {auth}",
         "checks": checks,
     }
+
+
+def _generate(checks: dict[str, Any], url: str, key: str, body: dict[str, Any], timeout: float) -> list[str]:
+    """One POST /generate with the key; its figures into checks["generate"], its errors returned."""
+    status, answer = call(url, key or None, body, timeout)
+    text = answer.get("text") if isinstance(answer, dict) else None
+    meta = answer.get("meta_info", {}) if isinstance(answer, dict) else {}
+    checks["generate"] = {
+        "status": status,
+        "chars": len(text) if isinstance(text, str) else None,
+        "completion_tokens": meta.get("completion_tokens") if isinstance(meta, dict) else None,
+    }
+    if status != 200:
+        return [f"POST /generate answered {status}, want 200: {str(answer)[:200]}"]
+    if not isinstance(text, str) or not text:
+        return ["POST /generate returned no text"]
+    return []
 
 
 def main() -> int:

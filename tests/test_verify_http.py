@@ -1,0 +1,87 @@
+"""Layer 5's script (roles/verify/files/verify_http.py) against a named local test double of the
+server's HTTP surface (stdlib http.server on 127.0.0.1: /health, /v1/models, /generate behind a
+Bearer key, answering 401 without it). Check mode (spec generate=false) sends no /generate at all,
+not even the refused one; a normal run sends both and passes."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, ClassVar
+
+import pytest
+from modload import REPO, load_module
+
+verify_http = load_module("verify_http", REPO / "roles/verify/files/verify_http.py")
+KEY = "TestOnlyKey-0123456789abcdef"
+
+
+class ServerDouble(BaseHTTPRequestHandler):
+    """Test double of an SGLang server's HTTP endpoints (what layer 5 calls)."""
+
+    seen: ClassVar[list[str]] = []
+
+    def log_message(self, *args: Any) -> None:
+        return
+
+    def _answer(self, status: int, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _authorized(self) -> bool:
+        return self.headers.get("Authorization") == f"Bearer {KEY}"
+
+    def do_GET(self) -> None:
+        self.seen.append(f"GET {self.path}")
+        if self.path == "/health":
+            self._answer(200, {})
+        elif not self._authorized():
+            self._answer(401, {"error": "unauthorized"})
+        else:
+            self._answer(200, {"data": [{"id": "/models/m"}]})
+
+    def do_POST(self) -> None:
+        self.seen.append(f"POST {self.path}")
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        if not self._authorized():
+            self._answer(401, {"error": "unauthorized"})
+        else:
+            self._answer(200, {"text": " return n", "meta_info": {"completion_tokens": 3}})
+
+
+@pytest.fixture
+def server() -> Iterator[str]:
+    ServerDouble.seen = []
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), ServerDouble)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+
+
+def spec(base: str, **more: Any) -> dict[str, Any]:
+    return {"base_url": base, "health_url": base + "/health", "served_name": "/models/m", "auth": True,
+            "timeout_s": 5, "wait_s": 0, **more}  # fmt: skip
+
+
+def test_check_mode_sends_no_generate(server: str) -> None:
+    result = verify_http.check(spec(server, generate=False), KEY)
+    assert result["status"] == "passed", result
+    assert "no /generate (check mode: read-only)" in result["reason"]
+    assert not [r for r in ServerDouble.seen if "/generate" in r]
+    assert "GET /v1/models" in ServerDouble.seen
+
+
+def test_a_run_generates_and_checks_the_key(server: str) -> None:
+    result = verify_http.check(spec(server), KEY)
+    assert result["status"] == "passed", result
+    assert ServerDouble.seen.count("POST /generate") == 2  # with the key, and refused without it
+    assert result["checks"]["without_key"] == {"/v1/models": 401, "/generate": 401}
