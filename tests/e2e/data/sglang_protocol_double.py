@@ -36,7 +36,11 @@ fractional mean). A RELEASE can carry ``<release>/protocol-double.json`` (``{"to
 it overrides the rate (and ``accept_length``, ``ttft_ms``, ``spec_step_factor``: see below), so "this
 release is slow" is a property of the release a rollback leaves. The
 rate is read from that file at every request (the file of the release this process runs from, fixed
-at start): a test makes the running release slow without restarting the double.
+at start): a test makes the running release slow without restarting the double. The environment
+variable ``SGLANG_DOUBLE_PACE`` (a factor, default 1, read at start) scales the rate: set in the NCCL
+env file, an environment-only change makes the server slower. Every request's method and path are
+appended to ``double-requests.log`` in the working directory (the unit's state directory), so a test
+can tell which requests a run sent (e.g. none that generates in check mode).
 """
 
 from __future__ import annotations
@@ -201,9 +205,13 @@ def tokens_per_s() -> float:
     (times its jitter factor)."""
     try:
         config = release_config()
-        return float(config.get("tokens_per_s", MINE.double_tokens_per_s)) * jitter(config)
+        return float(config.get("tokens_per_s", MINE.double_tokens_per_s)) * jitter(config) * PACE
     except (OSError, ValueError):  # a file being rewritten: the rate at start
-        return TPS
+        return TPS * PACE
+
+
+PACE = float(os.environ.get("SGLANG_DOUBLE_PACE", "1") or 1)
+REQUEST_LOG = Path("double-requests.log")
 
 
 TTFT = float(RELEASE.get("ttft_ms", MINE.double_ttft_ms)) / 1000.0
@@ -294,6 +302,15 @@ def meta(
 
 app = FastAPI()
 add_api_key_middleware(app, api_key=SERVER.api_key, admin_api_key=getattr(SERVER, "admin_api_key", None))
+
+
+@app.middleware("http")
+async def log_request(request: Request, call_next: Any) -> Response:
+    """Append "METHOD PATH" of every request (authorized or not) to double-requests.log."""
+    with REQUEST_LOG.open("a", encoding="utf-8") as fh:
+        fh.write(f"{request.method} {request.url.path}\n")
+    response: Response = await call_next(request)
+    return response
 
 
 @app.get("/health")
