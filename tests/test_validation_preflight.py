@@ -197,3 +197,21 @@ def test_open_bind_without_auth_is_refused_unless_allowed(run: Any) -> None:
     assert _recap(out)["changed"] == 0
     proc = run({"sglang_service_host": "0.0.0.0", "sglang_allow_unauthenticated_bind": True})
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+
+
+def test_probe_resolves_the_interpreter_as_uv_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from modload import load_module  # noqa: PLC0415 - the module imports ansible; only this test needs it
+
+    probe = load_module("host_probe_validation", REPO / "plugins/modules/preflight_host_probe.py")
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    py = bindir / "python3.77"
+    py.write_text("#!/bin/sh\n")
+    spec = {"smi_candidates": [], "root": str(tmp_path), "python": "python3.77"}
+    monkeypatch.setenv("PATH", str(bindir))
+    assert probe.probe(spec)["python"] == {"requested": "python3.77", "path": ""}  # not executable yet
+    py.chmod(0o755)
+    assert probe.probe(spec)["python"] == {"requested": "python3.77", "path": str(py)}
+    assert probe.probe({**spec, "python": str(py)})["python"]["path"] == str(py)
+    assert probe.probe({**spec, "python": str(bindir / "python9")})["python"]["path"] == ""
+    assert "python" not in probe.probe({"smi_candidates": [], "root": str(tmp_path)})
