@@ -215,3 +215,34 @@ def test_probe_resolves_the_interpreter_as_uv_does(tmp_path: Path, monkeypatch: 
     assert probe.probe({**spec, "python": str(py)})["python"]["path"] == str(py)
     assert probe.probe({**spec, "python": str(bindir / "python9")})["python"]["path"] == ""
     assert "python" not in probe.probe({"smi_candidates": [], "root": str(tmp_path)})
+
+
+def test_vault_key_with_the_newline_of_echo_is_refused_unprinted(run: Any, tmp_path: Path) -> None:
+    """`echo KEY | ansible-vault encrypt_string` keeps echo's newline: refused, the key never shown."""
+    key = "TestKey-0123456789-abcdefXYZ"  # test-only value
+    password = tmp_path / "vault-pass"
+    password.write_text("test-only-vault-password\n")
+    password.chmod(0o600)
+    vault = Path(sys.executable).with_name("ansible-vault")
+    encrypted = subprocess.run(
+        [
+            str(vault),
+            "encrypt_string",
+            "--vault-password-file",
+            str(password),
+            "--stdin-name",
+            "sglang_api_key",
+        ],
+        input=key + "\n",
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    secrets = tmp_path / "vault.yml"
+    secrets.write_text(encrypted)
+    proc = run({"sglang_api_key_required": True}, "-e", f"@{secrets}", "--vault-password-file", str(password))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out[-3000:]
+    assert "sglang_api_key=(value not printed) is not valid: allowed text without control characters" in out
+    assert key not in out
+    assert _recap(out)["changed"] == 0
