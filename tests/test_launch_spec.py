@@ -249,7 +249,86 @@ BAD: dict[str, tuple[dict[str, Any], str, str]] = {
         "flags the spec does not already set",
     ),
     "nccl_profile": ({"nccl_profile": "fast"}, "sglang_nccl_profile='fast'", "auto, pcie, nvlink, none"),
+    # one trailing newline passed `^...$` with re.match (issue 21): every pattern is full-matched now
+    "model_trailing_newline": (
+        {"model_path": "/data/kimi\n"},
+        "sglang_model_path='/data/kimi\\n'",
+        "absolute",
+    ),
+    "served_trailing_newline": (
+        {"served_model_name": "kimi\n"},
+        "sglang_served_model_name='kimi\\n'",
+        "a name",
+    ),
+    "key_trailing_newline": ({"api_key": KEY + "\n"}, "sglang_api_key (value not printed", "A-Z a-z 0-9"),
+    "env_name_trailing_newline": ({"environment": {"A\n": "x"}}, "sglang_launch_environment='A\\n'", "names"),
+    "host_label_trailing_newline": ({"host": "gpu-1\n"}, "sglang_service_host='gpu-1\\n'", "IPv4/IPv6"),
+    "draft_trailing_newline": ({"draft_model_path": "/d\n"}, "sglang_draft_model_path='/d\\n'", "absolute"),
+    # sglang_extra_args: SGLang's aliases and abbreviations of the spec's flags (item 6)
+    "extra_alias_tp": (
+        {"extra_args": ["--tensor-parallel-size", "2"]},
+        "--tensor-parallel-size",
+        "sets --tp-size",
+    ),
+    "extra_alias_model": (
+        {"extra_args": ["--model", "/m"]},
+        "sglang_extra_args='--model'",
+        "sets --model-path",
+    ),
+    "extra_abbrev_host": ({"extra_args": ["--hos", "0.0.0.0"]}, "sglang_extra_args='--hos'", "sets --host"),
+    "extra_host_eq": (
+        {"extra_args": ["--host=0.0.0.0"]},
+        "sglang_extra_args='--host=0.0.0.0'",
+        "sets --host",
+    ),
+    "extra_speculative": ({"extra_args": ["--speculative-foo", "1"]}, "--speculative-foo", "spec does not"),
+    "extra_config": (
+        {"extra_args": ["--config", "/f.yaml"]},
+        "sglang_extra_args='--config'",
+        "sets --config",
+    ),
+    # a non-loopback bind without authentication (item 7)
+    "open_bind": (
+        {"host": "0.0.0.0", "api_key": None, "api_key_required": False},
+        "sglang_service_host='0.0.0.0' is not a loopback address and authentication is off",
+        "sglang_allow_unauthenticated_bind true",
+    ),
+    "open_bind_name": (
+        {"host": "gpu-1.example", "api_key": None, "api_key_required": False},
+        "sglang_service_host='gpu-1.example'",
+        "sglang_allow_unauthenticated_bind true",
+    ),
+    "allow_bind_word": (
+        {"allow_unauthenticated_bind": "perhaps"},
+        "sglang_allow_unauthenticated_bind='perhaps'",
+        "true or false",
+    ),
 }
+
+
+@pytest.mark.parametrize(
+    ("host", "key", "allow"),
+    [
+        ("127.0.0.1", None, False),
+        ("::1", None, False),
+        ("localhost", None, False),
+        ("127.0.0.2", None, False),
+        ("0.0.0.0", KEY, False),
+        ("10.0.0.5", KEY, False),
+        ("0.0.0.0", None, True),
+        ("::", None, True),
+    ],
+)
+def test_bind_accepted_loopback_or_with_auth_or_allowed(host: str, key: str | None, allow: bool) -> None:
+    over = {
+        "host": host,
+        "api_key": key,
+        "api_key_required": key is not None,
+        "allow_unauthenticated_bind": allow,
+    }
+    out = resolve(**over)
+    assert out["errors"] == [], out["errors"]
+    assert out["spec"]["endpoint"]["host"] == host
 
 
 @pytest.mark.parametrize("case", list(BAD))

@@ -22,6 +22,8 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ansible_collections.sglang.deploy.plugins.module_utils.text_checks import CONTROL
+
 SCHEMA = 1
 API_KEY_ENV = "SGLANG_API_KEY"  # no longer set anywhere; refused in sglang_launch_environment
 # The key travels in SGLang's own flag file (``--config FILE.yaml``; its ConfigArgumentMerger wants a
@@ -64,13 +66,16 @@ PORT_MAX = 65535
 
 # A path that goes unquoted into a unit, an env file and a shell command: no whitespace, quotes,
 # backslash, `$` (expansion), `%` (systemd specifiers), `;`, `#`, backquote or control characters.
-_SAFE_PATH = re.compile(r"^/[A-Za-z0-9_@+=:,./-]*$")
+_SAFE_PATH = re.compile(r"/[A-Za-z0-9_@+=:,./-]*")
 _SAFE_PATH_CHARS = "letters, digits and _ @ + = : , . / -"
-_SERVED_NAME = re.compile(r"^[A-Za-z0-9_@+=:,./-]+$")
-_API_KEY = re.compile(r"^[A-Za-z0-9._~+/=:@-]+$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_HOST_LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_SERVED_NAME = re.compile(r"[A-Za-z0-9_@+=:,./-]+")
+_API_KEY = re.compile(r"[A-Za-z0-9._~+/=:@-]+")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_HOST_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
+_CONTROL = CONTROL  # the one control-character rule (plugins/module_utils/text_checks.py)
+# Bind addresses that only this host reaches: with authentication off anything else is refused unless
+# sglang_allow_unauthenticated_bind (every client of the network could use the server).
+LOOPBACK_NAMES = ("localhost", "localhost.", "ip6-localhost", "ip6-loopback")
 
 # Why each flag is there (the production document's "Key Flags Explained"). The figures are the
 # seed's measurements (8x RTX PRO 6000 Blackwell over PCIe, TP 8).
@@ -173,7 +178,7 @@ def valid_host(value: Any) -> bool:
         return True
     if len(value) > 253 or re.fullmatch(r"[0-9.]+", value):
         return False
-    return all(_HOST_LABEL.match(label) for label in value.rstrip(".").split("."))
+    return all(_HOST_LABEL.fullmatch(label) for label in value.rstrip(".").split("."))
 
 
 class _Errors(list[str]):
@@ -184,7 +189,7 @@ class _Errors(list[str]):
 def _check_path(errors: _Errors, var: str, value: Any, *, required: bool = True) -> str:
     if _unset(value) and not required:
         return ""
-    if not isinstance(value, str) or not _SAFE_PATH.match(value) or value.rstrip("/") == "":
+    if not isinstance(value, str) or not _SAFE_PATH.fullmatch(value) or value.rstrip("/") == "":
         errors.bad(var, value, f"an absolute path other than / made of {_SAFE_PATH_CHARS}")
         return ""
     return value
@@ -298,7 +303,7 @@ def _check_inputs(cfg: Mapping[str, Any], errors: _Errors, speculative: bool) ->
     served = cfg.get("served_model_name")
     if _unset(served):
         out["served_model_name"] = ""
-    elif not isinstance(served, str) or not _SERVED_NAME.match(served):
+    elif not isinstance(served, str) or not _SERVED_NAME.fullmatch(served):
         errors.bad(
             "sglang_served_model_name",
             served,
@@ -394,7 +399,7 @@ def _check_key(cfg: Mapping[str, Any], errors: _Errors, required: bool) -> bool:
             f"of your own, at least {API_KEY_MIN_LEN} characters of {API_KEY_CHARS} "
             "(e.g. `openssl rand -hex 32`)"
         )
-    elif not isinstance(key, str) or len(key) < API_KEY_MIN_LEN or not _API_KEY.match(key):
+    elif not isinstance(key, str) or len(key) < API_KEY_MIN_LEN or not _API_KEY.fullmatch(key):
         what = "not a string" if not isinstance(key, str) else f"{len(key)} characters"
         errors.append(
             f"sglang_api_key (value not printed; {what}) is not valid: allowed at least {API_KEY_MIN_LEN} "
@@ -418,8 +423,38 @@ def _scalar(value: Any) -> bool:
     return isinstance(value, str | int | float) and not isinstance(value, bool)
 
 
+# SGLang 0.5.9's other option strings for flags the spec sets (server_args.py), and `--config` (a YAML
+# file of flags merged into the argv): refused in sglang_extra_args like the flags themselves.
+FLAG_ALIASES = {
+    "--model": "--model-path",
+    "--tensor-parallel-size": "--tp-size",
+    "--speculative-draft-model": "--speculative-draft-model-path",
+    "--config": "--config",
+}
+
+
 def _managed_flags() -> set[str]:
     return set(FLAG_REASONS)
+
+
+def owned_flag(word: str) -> str | None:
+    """The spec's flag an extra word would set, as far as preflight can tell without SGLang.
+
+    Exact names, SGLang's aliases (FLAG_ALIASES), ``--flag=value``, any ``--speculative-*`` flag,
+    and any prefix of an owned flag (SGLang's parser resolves unique abbreviations: ``--hos`` is
+    ``--host``). The stack's launch check (roles/sglang_stack/files/stack_check.py) maps every
+    extra flag to its destination with SGLang's own parser and is the authoritative check.
+    """
+    if not word.startswith("--") or word == "--":
+        return None
+    name = word.split("=", 1)[0]
+    owned = _managed_flags() | set(FLAG_ALIASES)
+    if name in owned:
+        return FLAG_ALIASES.get(name, name)
+    if name.startswith("--speculative-"):
+        return name
+    prefixed = sorted(flag for flag in owned if flag.startswith(name))
+    return FLAG_ALIASES.get(prefixed[0], prefixed[0]) if prefixed else None
 
 
 def _check_extra(cfg: Mapping[str, Any], errors: _Errors) -> tuple[list[str], dict[str, str]]:
@@ -433,11 +468,12 @@ def _check_extra(cfg: Mapping[str, Any], errors: _Errors) -> tuple[list[str], di
         for word in (str(w) for w in extra):
             if not word or _CONTROL.search(word):
                 errors.bad("sglang_extra_args", word, "non-empty strings without newlines or control chars")
-            elif word.split("=", 1)[0] in _managed_flags():
+            elif owned_flag(word) is not None:
                 errors.bad(
                     "sglang_extra_args",
                     word,
-                    "flags the spec does not already set (set that flag's sglang_* variable instead)",
+                    f"flags the spec does not already set (it sets {owned_flag(word)}: set that flag's "
+                    "sglang_* variable instead; aliases and abbreviations count as the flag)",
                 )
             else:
                 args.append(word)
@@ -454,7 +490,7 @@ def _check_env(cfg: Mapping[str, Any], errors: _Errors) -> dict[str, str]:
         return env
     for name, value in env_in.items():
         text = "1" if value is True else "0" if value is False else str(value)
-        if not isinstance(name, str) or not _ENV_NAME.match(name) or name in (SPEC_V2_ENV, API_KEY_ENV):
+        if not isinstance(name, str) or not _ENV_NAME.fullmatch(name) or name in (SPEC_V2_ENV, API_KEY_ENV):
             errors.bad(
                 "sglang_launch_environment",
                 name,
@@ -560,6 +596,36 @@ def shell_command(spec: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def is_loopback(host: Any) -> bool:
+    """A loopback address (127.0.0.0/8, ::1) or a loopback name; a wildcard or another name is not."""
+    if not isinstance(host, str):
+        return False
+    if host.lower() in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _check_bind(cfg: Mapping[str, Any], errors: _Errors, auth: bool) -> None:
+    """A non-loopback bind needs authentication, or the explicit sglang_allow_unauthenticated_bind."""
+    raw = cfg.get("allow_unauthenticated_bind", False)
+    allow = _bool(False if raw is None else raw)
+    if allow is None:
+        errors.bad("sglang_allow_unauthenticated_bind", raw, "true or false")
+        return
+    host = cfg.get("host")
+    if auth or allow or not valid_host(host) or is_loopback(host):
+        return
+    errors.append(
+        f"sglang_service_host={_show(host)} is not a loopback address and authentication is off (no "
+        "sglang_api_key): every client that reaches this host could use the server; allowed a loopback "
+        "address (127.0.0.1, ::1, localhost), an API key (sglang_api_key, sglang_api_key_required true), "
+        "or sglang_allow_unauthenticated_bind true to accept an open server on purpose"
+    )
+
+
 def resolve(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """Validate the launch inputs and resolve them into the spec (see the module docstring)."""
     errors = _Errors()
@@ -567,6 +633,7 @@ def resolve(cfg: Mapping[str, Any]) -> dict[str, Any]:
     v = _check_inputs(cfg, errors, spec["enabled"])
     auth = _check_key(cfg, errors, v["api_key_required"])
     _check_key_file(cfg, errors)
+    _check_bind(cfg, errors, auth)
     extra, env_extra = _check_extra(cfg, errors)
     nccl = _nccl(cfg, errors)
     if errors:
@@ -590,6 +657,7 @@ def resolve(cfg: Mapping[str, Any]) -> dict[str, Any]:
         "tp_size": v["tp_size"],
         "launcher": launcher,
         "server_args": server_args,
+        "extra_args": list(extra),
         "argv": launcher + server_args,
         "environment": environment,
         "environment_files": env_files,

@@ -4,19 +4,23 @@
 
 module: sglang.deploy.preflight_host_probe (returns `probe`, and `ansible_facts` when asked; changes
 nothing)
-SPEC: {"smi_candidates": [paths], "root": absolute path}
+SPEC: {"smi_candidates": [paths], "root": absolute path, "python": interpreter name or path (optional)}
 gather_subset: the host facts to return as well, collected by Ansible's own fact collectors exactly as
 ansible.builtin.setup does (e.g. [min]): the facts come in the same round trip instead of a second one.
 Answers: "nvidia_smi": the first candidate that is an executable file ("" when none);
 "root": {"path": the nearest existing ancestor of root (root itself when it exists), "realpath": it
 with symlinks resolved, "mount": the mount point holding it, "size_available": bytes free there for
-an unprivileged user (statvfs f_bavail * f_frsize, what df shows as Avail)}.
+an unprivileged user (statvfs f_bavail * f_frsize, what df shows as Avail)};
+"python" (when the spec names one: sglang_stack_python, the interpreter uv builds the release venv
+with; interpreters are never downloaded): {"requested": the name, "path": the executable it resolves
+to, a path as given or a name looked up on PATH as uv does ("" when none)}.
 """
 
 from __future__ import annotations
 
 import os
 import posixpath
+import shutil
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule  # type: ignore[import-untyped]
@@ -33,7 +37,8 @@ DOCUMENTATION = r"""
 module: preflight_host_probe
 short_description: Read-only probe of what preflight needs (nvidia-smi, free space under sglang_root)
 description:
-  - "The keys of O(spec): smi_candidates: [paths], root: absolute path."
+  - "The keys of O(spec): smi_candidates: [paths], root: absolute path, python: an interpreter name
+    or path (optional; answered as C(python): {requested, path})."
 options:
   gather_subset:
     description:
@@ -67,6 +72,13 @@ def mount_point(path: str) -> str:
     return current
 
 
+def find_python(name: str) -> str:
+    """The executable `name` resolves to: a path as given, a bare name on PATH (uv's lookup)."""
+    if "/" in name:
+        return name if os.path.isfile(name) and os.access(name, os.X_OK) else ""
+    return shutil.which(name, path=os.environ.get("PATH") or os.defpath) or ""
+
+
 def probe(spec: dict[str, Any]) -> dict[str, Any]:
     smi = next((p for p in spec.get("smi_candidates", []) if os.path.isfile(p) and os.access(p, os.X_OK)), "")
     root = str(spec["root"])
@@ -75,7 +87,11 @@ def probe(spec: dict[str, Any]) -> dict[str, Any]:
     nearest = nearest_existing(root)
     real = os.path.realpath(nearest)
     fs = os.statvfs(real)
+    answers: dict[str, Any] = {}
+    if spec.get("python"):
+        answers["python"] = {"requested": str(spec["python"]), "path": find_python(str(spec["python"]))}
     return {
+        **answers,
         "nvidia_smi": smi,
         "root": {
             "path": nearest,

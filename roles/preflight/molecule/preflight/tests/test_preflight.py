@@ -186,7 +186,8 @@ BAD_INPUTS: dict[str, tuple[dict[str, Any], list[str]]] = {
     ),
     "model_path_newline": (
         {"sglang_model_path": "/opt/a\nExecStartPre=/bin/sh"},
-        ["sglang_model_path='/opt/a\\nExecStartPre", "absolute path"],
+        # the one string rule (control characters, every input) answers first
+        ["sglang_model_path='/opt/a\\nExecStartPre", "without control characters"],
     ),
     "model_path_quote": (
         {"sglang_model_path": '/opt/"m"'},
@@ -210,7 +211,7 @@ BAD_INPUTS: dict[str, tuple[dict[str, Any], list[str]]] = {
     ),
     "extra_arg_newline": (
         {"sglang_extra_args": ["--log-level\ninfo"]},
-        ["sglang_extra_args='--log-level\\ninfo'", "without newlines"],
+        ["sglang_extra_args[0]='--log-level\\ninfo'", "without control characters"],
     ),
     "extra_arg_managed": (
         {"sglang_extra_args": ["--port", "1"]},
@@ -230,7 +231,7 @@ BAD_INPUTS: dict[str, tuple[dict[str, Any], list[str]]] = {
     ),
     "root_space": (
         {"sglang_root": "/opt/sg lang"},
-        ["sglang_root (launcher", "/opt/sg lang", "absolute path"],
+        ['sglang_root="/opt/sg lang"', "absolute path other than / made of letters, digits"],
     ),
     # server flags
     "attention_backend": (

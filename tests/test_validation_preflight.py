@@ -1,0 +1,248 @@
+"""The real stage playbook (playbooks/preflight.yml) refuses, before any host is changed (issue 20
+item 10, issue 21 item 7):
+
+* bad `verify_*` and `autotune_*` values (preflight now runs those roles' validate.yml too);
+* a `sglang_stack_python` the host does not have, on a GPU host (a named nvidia-smi TEST DOUBLE
+  printing the recorded single-H200 sample stands in for the GPU, which cannot exist here), in check
+  mode too; on a lab host (no GPU) a WARNING line instead;
+* a non-loopback bind with authentication off unless `sglang_allow_unauthenticated_bind`.
+
+`ansible-playbook` runs on the controller itself (`connection: local`, no container); every run must
+end with changed=0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+PLAYBOOK = REPO / "playbooks" / "preflight.yml"
+SAMPLES = REPO / "tests" / "data" / "nvidia-smi"
+LAB: dict[str, Any] = {
+    "sglang_gpu_required": False,
+    "sglang_tp_size": 1,
+    "sglang_model_path": "/opt/models/lab-target",
+    "sglang_draft_model_path": "/opt/models/lab-eagle3",
+    "sglang_min_free_disk_gib": 0,
+    "sglang_api_key_required": False,
+    "sglang_stack_python": sys.executable,
+    # the controller's OS (the GPU cases are no lab mode: the production OS check applies)
+    "sglang_os_distribution": "Debian",
+    "sglang_os_version": "12",
+}
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    tmp = tmp_path_factory.mktemp("preflight")
+    inventory = tmp / "hosts.yml"
+    inventory.write_text(
+        yaml.safe_dump(
+            {
+                "sglang_servers": {
+                    "hosts": {
+                        "val": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+                    }
+                }
+            }
+        )
+    )
+    # TEST DOUBLE of nvidia-smi (no GPU here): prints the recorded single-H200 host's answers
+    double = tmp / "nvidia-smi"
+    query = (SAMPLES / "h200x1.query-gpu.csv").read_text()
+    double.write_text(
+        "#!/bin/sh\n# TEST DOUBLE of nvidia-smi (tests/test_validation_preflight.py): recorded H200 sample\n"
+        f"case \"$*\" in\n  --query-gpu=*) printf '%s' {shlex.quote(query)} ;;\n  *) exit 2 ;;\nesac\n"
+    )
+    double.chmod(0o755)
+    env = {
+        **os.environ,
+        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+        "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default",
+        "ANSIBLE_CALLBACKS_ENABLED": "sglang.deploy.prefork",
+        "ANSIBLE_FORCE_COLOR": "false",
+        "LC_ALL": "C.UTF-8",
+        "LANG": "C.UTF-8",
+    }
+
+    def _run(over: dict[str, Any], *args: str, gpu: bool = False) -> subprocess.CompletedProcess[str]:
+        values = {**LAB, **over}
+        values["preflight_nvidia_smi_candidates"] = [str(double)] if gpu else [str(tmp / "no-nvidia-smi")]
+        if gpu:
+            values["sglang_gpu_required"] = True
+        case = tmp / f"case{len(list(tmp.glob('case*')))}.json"
+        case.write_text(json.dumps(values))
+        cmd = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", str(inventory), str(PLAYBOOK)]
+        cmd += ["-e", f"@{case}", *args]
+        return subprocess.run(
+            cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False
+        )
+
+    return _run
+
+
+def _recap(out: str) -> dict[str, int]:
+    match = re.search(r"val\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", out)
+    assert match, out[-3000:]
+    return dict(zip(("ok", "changed", "unreachable", "failed"), map(int, match.groups()), strict=True))
+
+
+BAD_LATER_ROLES = {
+    "verify_levels": ({"verify_levels": [0]}, "verify_levels=[0]", "positive integers"),
+    "verify_levels_newline": ({"verify_levels": ["1\n"]}, "verify_levels", "control characters"),
+    "verify_doc_path": (
+        {"verify_doc_path": "/tmp/doc dir/"},
+        'verify_doc_path="/tmp/doc dir/"',
+        "absolute file path",
+    ),
+    "verify_rollback_to": ({"verify_rollback_to": "../x"}, 'verify_rollback_to="../x"', "release id"),
+    "autotune_nccl_reps": ({"autotune_nccl_reps": 2}, "autotune_nccl_reps=2", ">= 5"),
+    "autotune_preset_levels": (
+        {"autotune_preset_levels": ["8\n"]},
+        "autotune_preset_levels",
+        "control characters",
+    ),
+    "autotune_report_dir": (
+        {"autotune_report_dir": "relative"},
+        'autotune_report_dir="relative"',
+        "absolute",
+    ),
+    "service_syscall": (
+        {"sglang_service_syscall_filter": ["@system-service\nExecStartPre=+/bin/sh"]},
+        "sglang_service_syscall_filter",
+        "control characters",
+    ),
+    "service_state_dir": (
+        {"sglang_service_state_dir": "../etc"},
+        'sglang_service_state_dir="../etc"',
+        "relative",
+    ),
+    "service_modprobe": (
+        {"sglang_service_nvidia_modprobe": "/usr/bin/nvidia-modprobe;x"},
+        'sglang_service_nvidia_modprobe="/usr/bin/nvidia-modprobe;x"',
+        "absolute file path",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_LATER_ROLES))
+def test_later_role_input_fails_in_preflight(run: Any, case: str) -> None:
+    over, needle, allowed = BAD_LATER_ROLES[case]
+    proc = run(over)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out[-3000:]
+    assert needle in out, out[-3000:]
+    assert allowed in out, out[-3000:]
+    recap = _recap(out)
+    assert recap["changed"] == 0
+    assert recap["failed"] == 1
+
+
+def test_lab_inputs_pass(run: Any) -> None:
+    proc = run({})
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert _recap(out)["changed"] == 0
+    assert "WARNING: sglang_stack_python" not in out
+
+
+@pytest.mark.parametrize(
+    ("python", "why"),
+    [
+        ("/nonexistent/bin/python3.12", "no such executable file"),
+        ("python-none-such-3.99", "not found on PATH"),
+    ],
+)
+@pytest.mark.parametrize("check", [False, True])
+def test_missing_stack_python_fails_on_a_gpu_host(run: Any, python: str, why: str, check: bool) -> None:
+    proc = run({"sglang_stack_python": python}, *(["--check"] if check else []), gpu=True)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out[-3000:]
+    assert f'sglang_stack_python="{python}" is not an executable on this host ({why})' in out, out[-3000:]
+    assert _recap(out)["changed"] == 0
+
+
+def test_present_stack_python_passes_on_a_gpu_host(run: Any) -> None:
+    proc = run({"sglang_stack_python": Path(sys.executable).name}, gpu=True)  # a name on PATH
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert "1x NVIDIA H200" in out
+
+
+def test_missing_stack_python_warns_on_a_lab_host(run: Any) -> None:
+    proc = run({"sglang_stack_python": "python-none-such-3.99"})
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    # the debug line is shown JSON-escaped: sglang_stack_python=\"...\"
+    warning = r'WARNING: sglang_stack_python=\\?"python-none-such-3\.99\\?" is not an executable on this lab'
+    assert re.search(warning, out), out[-3000:]
+
+
+def test_open_bind_without_auth_is_refused_unless_allowed(run: Any) -> None:
+    proc = run({"sglang_service_host": "0.0.0.0"})
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out[-3000:]
+    assert "sglang_service_host='0.0.0.0' is not a loopback address and authentication is off" in out
+    assert "sglang_allow_unauthenticated_bind true" in out
+    assert _recap(out)["changed"] == 0
+    proc = run({"sglang_service_host": "0.0.0.0", "sglang_allow_unauthenticated_bind": True})
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+
+
+def test_probe_resolves_the_interpreter_as_uv_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from modload import load_module  # noqa: PLC0415 - the module imports ansible; only this test needs it
+
+    probe = load_module("host_probe_validation", REPO / "plugins/modules/preflight_host_probe.py")
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    py = bindir / "python3.77"
+    py.write_text("#!/bin/sh\n")
+    spec = {"smi_candidates": [], "root": str(tmp_path), "python": "python3.77"}
+    monkeypatch.setenv("PATH", str(bindir))
+    assert probe.probe(spec)["python"] == {"requested": "python3.77", "path": ""}  # not executable yet
+    py.chmod(0o755)
+    assert probe.probe(spec)["python"] == {"requested": "python3.77", "path": str(py)}
+    assert probe.probe({**spec, "python": str(py)})["python"]["path"] == str(py)
+    assert probe.probe({**spec, "python": str(bindir / "python9")})["python"]["path"] == ""
+    assert "python" not in probe.probe({"smi_candidates": [], "root": str(tmp_path)})
+
+
+def test_vault_key_with_the_newline_of_echo_is_refused_unprinted(run: Any, tmp_path: Path) -> None:
+    """`echo KEY | ansible-vault encrypt_string` keeps echo's newline: refused, the key never shown."""
+    key = "TestKey-0123456789-abcdefXYZ"  # test-only value
+    password = tmp_path / "vault-pass"
+    password.write_text("test-only-vault-password\n")
+    password.chmod(0o600)
+    vault = Path(sys.executable).with_name("ansible-vault")
+    encrypted = subprocess.run(
+        [
+            str(vault),
+            "encrypt_string",
+            "--vault-password-file",
+            str(password),
+            "--stdin-name",
+            "sglang_api_key",
+        ],
+        input=key + "\n",
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    secrets = tmp_path / "vault.yml"
+    secrets.write_text(encrypted)
+    proc = run({"sglang_api_key_required": True}, "-e", f"@{secrets}", "--vault-password-file", str(password))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out[-3000:]
+    assert "sglang_api_key=(value not printed) is not valid: allowed text without control characters" in out
+    assert key not in out
+    assert _recap(out)["changed"] == 0
