@@ -282,7 +282,7 @@ BAD: dict[str, tuple[dict[str, Any], str, str]] = {
         "sets --host",
     ),
     "extra_speculative": ({"extra_args": ["--speculative-foo", "1"]}, "--speculative-foo", "spec does not"),
-    "extra_config": (
+    "extra_config_file": (
         {"extra_args": ["--config", "/f.yaml"]},
         "sglang_extra_args='--config'",
         "sets --config",
