@@ -105,7 +105,11 @@ BAD_LATER_ROLES = {
         'verify_doc_path="/tmp/doc dir/"',
         "absolute file path",
     ),
-    "verify_rollback_to": ({"verify_rollback_to": "../x"}, 'verify_rollback_to="../x"', "release id"),
+    "verify_bench_prompts_mode": (
+        {"verify_bench_prompts_mode": "fast"},
+        'verify_bench_prompts_mode="fast"',
+        "scaled (verify_bench_num_prompts per level) or seed",
+    ),
     "autotune_nccl_reps": ({"autotune_nccl_reps": 2}, "autotune_nccl_reps=2", ">= 5"),
     "autotune_preset_levels": (
         {"autotune_preset_levels": ["8\n"]},
