@@ -107,8 +107,8 @@ BAD_LATER_ROLES = {
     ),
     "verify_bench_prompts_mode": (
         {"verify_bench_prompts_mode": "fast"},
-        'verify_bench_prompts_mode="fast"',
-        "scaled (verify_bench_num_prompts per level) or seed",
+        "verify_bench_prompts_mode must be one of",
+        "scaled, seed",
     ),
     "autotune_nccl_reps": ({"autotune_nccl_reps": 2}, "autotune_nccl_reps=2", ">= 5"),
     "autotune_preset_levels": (
