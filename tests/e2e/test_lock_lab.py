@@ -61,7 +61,9 @@ def test_a_second_run_fails_at_once_naming_the_holder(
         assert "process started " in out
         assert "command: " in out
         assert "Transaction - take the host lock" in out
-        assert "TASK [cuda_toolkit" not in out  # failed before the first change
+        # failed right after preflight (which only reads): no stage play ran, nothing changed
+        assert "PLAY [CUDA toolkit" not in out, out[-4000:]
+        assert "changed=0" in out
         assert took < 300, took
         rest, _ = first.communicate(timeout=1800)
         assert first.returncode == 0, rest[-4000:]
