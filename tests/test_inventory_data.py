@@ -38,6 +38,21 @@ def test_every_string_is_tagged_and_the_data_round_trips() -> None:
     assert yaml.load(text, Loader=_loader_without_unsafe()) == record
 
 
+def test_strings_that_look_like_other_types_come_back_as_strings() -> None:
+    """Ansible resolves an !unsafe scalar as if it were plain: a timestamp, bool or number string must
+    still read back as the same string through Ansible's own loader."""
+    from ansible.parsing.utils.yaml import from_yaml  # type: ignore[import-untyped]  # noqa: PLC0415
+
+    record = {
+        "r": {"at": "2026-11-30T19:12:51Z", "b": "true", "f": "2.5", "i": "007", "n": "~", "j": "{{ 1 }}"}
+    }
+    text = inventory_data.dump(record)
+    loaded = from_yaml(text)
+    assert loaded == record
+    assert all(isinstance(v, str) for v in loaded["r"].values()), loaded  # no datetime/bool/float/int/None
+    assert "!unsafe '{{ 1 }}'" in text
+
+
 @pytest.mark.parametrize(
     ("data", "message"),
     [

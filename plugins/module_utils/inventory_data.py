@@ -22,6 +22,8 @@ from typing import Any
 import yaml
 
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+_STR_TAG = "tag:yaml.org,2002:str"
+_RESOLVER = yaml.resolver.Resolver()
 
 
 class _Unsafe(str):
@@ -52,6 +54,12 @@ def _wrap(value: Any, where: str) -> Any:
     if isinstance(value, str):
         if _CONTROL.search(value):
             raise ValueError(f"{where}: {value!r} holds a control character")
+        # Ansible resolves an !unsafe scalar as if it were plain ("2026-11-30T19:12:51Z" would come back
+        # a datetime, "true" a bool, "2.5" a float): such a string is written quoted and untagged, which
+        # keeps it a string and is inert (none of these forms can hold a Jinja delimiter).
+        tag = _RESOLVER.resolve(yaml.ScalarNode, str(value), (True, False))  # type: ignore[no-untyped-call]
+        if tag != _STR_TAG and "{" not in value:
+            return str(value)
         return _Unsafe(value)
     if isinstance(value, Mapping):
         return {_wrap(str(k), f"{where} key"): _wrap(v, f"{where}.{k}") for k, v in value.items()}

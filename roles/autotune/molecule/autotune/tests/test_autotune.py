@@ -40,12 +40,24 @@ def env_file(why: str, variables: list[str]) -> str:
 def record(host: Any) -> dict[str, Any]:
     name = host.backend.get_hostname()
     path = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "autotune-inventory" / "host_vars" / name
-    doc: dict[str, Any] = yaml.safe_load((path / "nccl_tuned.yml").read_text())
+    doc: dict[str, Any] = yaml.load((path / "nccl_tuned.yml").read_text(), Loader=UnsafeLoader)
     return doc
+
+
+class UnsafeLoader(yaml.SafeLoader):
+    """A YAML loader that reads Ansible's !unsafe strings as plain strings (what the record holds)."""
+
+
+UnsafeLoader.add_constructor("!unsafe", lambda loader, node: loader.construct_scalar(node))  # type: ignore[arg-type,union-attr]
 
 
 def test_record_in_the_inventory(host: Any) -> None:
     doc = record(host)
+    name = host.backend.get_hostname()
+    text = (Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "autotune-inventory" / "host_vars" / name
+            / "nccl_tuned.yml").read_text()  # fmt: skip
+    assert "!unsafe 'reason': !unsafe 'kept the NCCL defaults" in text, text  # host data is never a template
+    assert "\nsglang_nccl_profile: tuned\n" in text, text  # the switch is written plain
     assert doc["sglang_nccl_profile"] == "tuned"  # autotune_apply: true
     tuned = doc["nccl_env_tuned"]
     assert tuned["choice"] == "defaults"
@@ -120,3 +132,69 @@ def test_tuned_without_a_record_is_named(host: Any) -> None:
     assert "nccl_env_profile=tuned (sglang_nccl_profile) needs this host's recorded autotune result" in out
     assert f"host_vars/{host.backend.get_hostname()}/nccl_tuned.yml" in out, out[-3000:]
     assert host.file(ENV_FILE).sha256sum == before  # failed before any change
+
+
+def test_a_host_printing_jinja_in_every_field_runs_nothing_on_the_controller(
+    host: Any, tmp_path: Path
+) -> None:
+    """Issue 21 item 1: the measurements (what autotune_nccl.py prints on the host) hold Jinja in every
+    string field; the NCCL part records them, a second run reads the record back (include_vars, as
+    host_vars are read) and the nccl_env role renders it: the pipe lookup never runs on the
+    controller (no marker file) and the literal text is in the record and in the env file."""
+    marker = tmp_path / "pwned"
+    evil = "{{ lookup('pipe', 'touch " + str(marker) + "') }}"
+    doc = json.loads(MEASUREMENTS.read_text())
+    for key, value in list(doc.items()):
+        if isinstance(value, str):
+            doc[key] = f"{value} {evil}"
+    doc["force_env"] = {k: f"{v}{evil}" for k, v in doc["force_env"].items()}
+    for cand in doc["candidates"]:
+        if cand["name"] != "defaults":  # the chosen name must fit [a-z0-9_]+ (next test)
+            cand["name"] = f"{cand['name']} {evil}"
+        cand["env_seen"] = {k: f"{v}{evil}" for k, v in cand["env_seen"].items()}
+    measurements = tmp_path / "evil.json"
+    measurements.write_text(json.dumps(doc))
+    record_dir = tmp_path / "host_vars"
+    extra = {"autotune_nccl_measurements_file": str(measurements), "autotune_record_dir": str(record_dir)}
+    try:
+        for play in ("recorded.yml", "render.yml", "render.yml"):
+            rc, out = moltest.run_playbook(play, extra=[extra])
+            assert rc == 0, out[-3000:]
+        assert not marker.exists()
+        tuned = yaml.load((record_dir / "nccl_tuned.yml").read_text(), Loader=UnsafeLoader)["nccl_env_tuned"]
+        assert tuned["recorded_at"] == f"2026-11-30T19:12:51Z {evil}"
+        assert tuned["hardware"] == f"2x NVIDIA H200 {evil}"
+        assert (tuned["torch"], tuned["nccl"]) == (f"2.11.0+cu130 {evil}", f"2.28.9 {evil}")
+        assert any(evil in row for row in tuned["table"])
+        why = f"tuned: autotune result of this host (defaults, recorded 2026-11-30T19:12:51Z {evil})"
+        assert host.file(ENV_FILE).content_string == env_file(why, SAFETY)
+        assert evil in host.file(f"{REPORT_DIR}/autotune-nccl.md").content_string
+    finally:
+        for play in ("recorded.yml", "render.yml"):
+            rc, out = moltest.run_playbook(play)
+            assert rc == 0, out[-3000:]
+    assert not marker.exists()
+
+
+def test_a_chosen_candidate_outside_the_schema_is_not_recorded(tmp_path: Path) -> None:
+    """A host whose measurements make a candidate with a Jinja name and variable win: refused before
+    anything is written, naming what is allowed."""
+    marker = tmp_path / "pwned"
+    evil = "{{ lookup('pipe', 'touch " + str(marker) + "') }}"
+    doc = json.loads(MEASUREMENTS.read_text())
+    fast = next(c for c in doc["candidates"] if c["name"] == "algo_ring")
+    fast["name"] = f"algo_ring{evil}"
+    fast["vars"] = {"NCCL_ALGO": f"Ring{evil}"}
+    fast["samples"] = {
+        k: ([v / 10 for v in vals] if int(k) < 2**25 else vals) for k, vals in fast["samples"].items()
+    }
+    measurements = tmp_path / "evil.json"
+    measurements.write_text(json.dumps(doc))
+    record_dir = tmp_path / "host_vars"
+    extra = {"autotune_nccl_measurements_file": str(measurements), "autotune_record_dir": str(record_dir)}
+    rc, out = moltest.run_playbook("recorded.yml", extra=[extra])
+    assert rc != 0
+    assert "autotune NCCL record refused: choice=" in out, out[-3000:]
+    assert "allowed a candidate name [a-z0-9_]+ and variables NCCL_[A-Z0-9_]+" in out, out[-3000:]
+    assert not (record_dir / "nccl_tuned.yml").exists()
+    assert not marker.exists()

@@ -120,3 +120,40 @@ def test_removed_hold_preferences_and_nvcc_are_drift_repaired_by_a_run(host) -> 
     rc, out = moltest.run_playbook("converge.yml")
     assert rc == 0, out[-4000:]
     assert moltest.totals(out)["changed"] == 0, out[-4000:]
+
+
+def _converge(*extra: str) -> tuple[int, str]:
+    inventory = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
+    playbook = Path(os.environ["MOLECULE_SCENARIO_DIRECTORY"]) / "converge.yml"
+    env = dict(os.environ, ANSIBLE_FORCE_COLOR="false", ANSIBLE_NOCOLOR="1")
+    args = ["ansible-playbook", "-i", str(inventory), str(playbook)]
+    for e in extra:
+        args += ["-e", e]
+    proc = subprocess.run(args, capture_output=True, text=True, env=env, check=False, timeout=600)
+    return proc.returncode, " ".join((proc.stdout + proc.stderr).split())
+
+
+def test_a_key_with_another_fingerprint_is_refused_before_any_change(host) -> None:
+    """Issue 21: the repository key is pinned by fingerprint (a swapped key fails, naming both)."""
+    before = host.check_output(
+        "cat /etc/apt/sources.list.d/nvidia-cuda.sources /etc/apt/keyrings/nvidia-cuda.asc"
+    )
+    wrong = "0123456789ABCDEF0123456789ABCDEF01234567"
+    rc, out = _converge(f"cuda_toolkit_apt_key_fingerprint={wrong}")
+    assert rc != 0, out[-3000:]
+    real = host.file("/srv/fake-cuda-repo/fingerprint.txt").content_string.strip()
+    assert "the apt repository key http://127.0.0.1:8808/fake-nvidia-repo.asc is not the pinned one" in out, (
+        out[-3000:]
+    )
+    assert f"fingerprints {real}, allowed cuda_toolkit_apt_key_fingerprint={wrong}" in out, out[-3000:]
+    after = host.check_output(
+        "cat /etc/apt/sources.list.d/nvidia-cuda.sources /etc/apt/keyrings/nvidia-cuda.asc"
+    )
+    assert after == before
+
+
+def test_http_is_refused_unless_allowed(host) -> None:
+    rc, out = _converge('{"cuda_toolkit_allow_insecure_repo": false}')
+    assert rc != 0
+    assert 'bad cuda_toolkit input: cuda_toolkit_apt_repo_url="http://127.0.0.1:8808/"' in out, out[-3000:]
+    assert "allowed an https:// URL (http:// only with cuda_toolkit_allow_insecure_repo=true)" in out

@@ -1,0 +1,227 @@
+"""The host lock of a deployment run (module sglang.deploy.host_lock and its action plugin).
+
+One JSON file on the host (default ``/run/sglang-deploy/lock``: a tmpfs, so a reboot, which ends every
+run, also clears it) names the run that holds the host: ``holder`` = {run_id, controller, pid,
+pid_start, command, started_at} of the controller's ansible-playbook, plus ``taken_epoch`` (the host's
+clock when it was taken). Every read-modify-write of the file happens under ``flock(2)`` of a guard
+file beside it, so two runs that race for a free or stale lock cannot both win; the file itself is
+replaced with rename(2), so a reader never sees half a record.
+
+- :func:`acquire`: free -> taken; held by the same run id -> kept (re-entrant: each stage playbook
+  of one site.yml run asks again); held by another run -> refused with the holder, unless its run id
+  is the one the caller was told is dead (``takeover``: the action plugin checked the pid on the
+  controller) or it is older than ``stale_after_s``: then taken over and the old holder returned.
+  ``check``: nothing is written, the answer says what would happen.
+- :func:`release`: removes the file only when this run holds it.
+- :func:`process_start` / :func:`alive` / :func:`scrub_command`: what the controller side knows of a
+  pid (start time from ``/proc``, so a reused pid is not taken for the holder).
+
+Pure Python (no Ansible import): tests/test_host_lock.py tests it with real files and processes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+HOLDER_KEYS = ("run_id", "controller", "pid", "pid_start", "command", "started_at")
+_SECRET_NAME = re.compile(r"(?i)(api[_-]?key|token|passw(or)?d|secret|credential|vault[_-]?pass)")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+@contextlib.contextmanager
+def _guard(path: str) -> Iterator[None]:
+    os.makedirs(os.path.dirname(path) or "/", mode=0o755, exist_ok=True)
+    fd = os.open(path + ".guard", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing drops the flock
+
+
+def read(path: str) -> dict[str, Any] | None:
+    """The lock record, None when there is none; an unreadable file is {"invalid": its start}."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            text = fh.read(65536)
+    except FileNotFoundError:
+        return None
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return {"invalid": _CONTROL.sub("?", text[:200])}
+    if not isinstance(doc, dict) or not isinstance(doc.get("holder"), dict):
+        return {"invalid": _CONTROL.sub("?", text[:200])}
+    return doc
+
+
+def _write(path: str, doc: dict[str, Any]) -> None:
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(doc, fh, sort_keys=True)
+        fh.write("\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+
+
+def describe(doc: dict[str, Any] | None) -> str:
+    """One line naming the holder: run id, pid and controller, when its process started, the command."""
+    if doc is None:
+        return "nobody"
+    if "invalid" in doc:
+        return f"an unreadable lock record ({doc['invalid']!r})"
+    h = doc["holder"]
+    command = h.get("command")
+    cmd = " ".join(str(c) for c in command) if isinstance(command, list) else str(command)
+    return (
+        f"run {h.get('run_id')}: pid {h.get('pid')} on controller {h.get('controller')}, "
+        f"process started {_iso(h.get('pid_start'))}, lock taken {h.get('started_at')}, command: {cmd}"
+    )
+
+
+def _iso(epoch: Any) -> str:
+    try:
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(float(epoch)))
+    except (TypeError, ValueError, OverflowError):
+        return str(epoch)
+
+
+def acquire(
+    path: str,
+    holder: dict[str, Any],
+    *,
+    stale_after_s: int = 0,
+    takeover: str = "",
+    check: bool = False,
+    now: float | None = None,
+) -> dict[str, Any]:
+    """Take the lock for ``holder``. Returns {"status", "holder", "previous"}.
+
+    status: acquired | held_by_us | taken_over (previous = the old record, reason in "why") |
+    held (holder = the other run's record; nothing written). In check mode the same statuses
+    prefixed with "would_" for what a real run would write, and nothing is written.
+    """
+    now = time.time() if now is None else now
+    with _guard(path):
+        old = read(path)
+        mine = {"holder": dict(holder), "taken_epoch": now}
+        if old is None:
+            if not check:
+                _write(path, mine)
+            return {"status": "would_acquire" if check else "acquired", "holder": mine, "previous": None}
+        if "invalid" not in old and old["holder"].get("run_id") == holder.get("run_id"):
+            return {"status": "held_by_us", "holder": old, "previous": None}
+        why = ""
+        if "invalid" in old:
+            why = "the lock record is unreadable"
+        elif takeover and old["holder"].get("run_id") == takeover:
+            why = "its process is gone (pid not running on this controller)"
+        else:
+            age = now - float(old.get("taken_epoch") or 0)
+            if stale_after_s > 0 and age > stale_after_s:
+                why = f"taken {int(age)} s ago, more than sglang_lock_stale_after_s={stale_after_s}"
+        if not why:
+            return {"status": "held", "holder": old, "previous": None}
+        if not check:
+            _write(path, mine)
+        return {
+            "status": "would_take_over" if check else "taken_over",
+            "holder": mine,
+            "previous": old,
+            "why": why,
+        }
+
+
+def release(path: str, run_id: str, *, check: bool = False) -> dict[str, Any]:
+    """Remove the lock when ``run_id`` holds it. status: released | free | held_by_other."""
+    with _guard(path):
+        old = read(path)
+        if old is None:
+            return {"status": "free", "holder": None}
+        if "invalid" in old or old["holder"].get("run_id") != run_id:
+            return {"status": "held_by_other", "holder": old}
+        if not check:
+            os.unlink(path)
+        return {"status": "would_release" if check else "released", "holder": old}
+
+
+def _boot_time() -> float:
+    with open("/proc/stat", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith("btime "):
+                return float(line.split()[1])
+    raise OSError("no btime in /proc/stat")
+
+
+def process_start(pid: int) -> float | None:
+    """The start time (epoch seconds, 1/100 s resolution) of a running pid, None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            stat = fh.read()
+        ticks = int(stat[stat.rindex(")") + 2 :].split()[19])  # field 22: starttime
+        return round(_boot_time() + ticks / os.sysconf("SC_CLK_TCK"), 2)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def alive(pid: Any, pid_start: Any) -> bool:
+    """Whether the process ``pid`` that started at ``pid_start`` still runs (a reused pid does not)."""
+    try:
+        started = process_start(int(pid))
+        return started is not None and abs(started - float(pid_start)) < 1.0
+    except (TypeError, ValueError):
+        return False
+
+
+def command_line(pid: int) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return []
+    return [a.decode("utf-8", "replace") for a in raw.split(b"\0") if a]
+
+
+def scrub_command(argv: Sequence[str], limit: int = 1000) -> list[str]:
+    """The command line without secrets: every -e/--extra-vars value hidden (inline values can hold
+    keys), any NAME=VALUE or --NAME=VALUE with a secret-like name hidden, control characters dropped."""
+    out: list[str] = []
+    hide_next = False
+    for arg in argv:
+        if hide_next:
+            out.append("<hidden>")
+            hide_next = False
+            continue
+        if arg in ("-e", "--extra-vars"):
+            out.append(arg)
+            hide_next = True
+            continue
+        if arg.startswith("--extra-vars="):
+            out.append("--extra-vars=<hidden>")
+            continue
+        if arg.startswith("-e") and not arg.startswith("--"):  # -e@file, -eNAME=VALUE
+            out.append("-e<hidden>")
+            continue
+        name, eq, _ = arg.partition("=")
+        if eq and _SECRET_NAME.search(name):
+            out.append(f"{name}=<hidden>")
+            continue
+        out.append(_CONTROL.sub("", arg))
+    text_len = 0
+    kept: list[str] = []
+    for arg in out:
+        text_len += len(arg) + 1
+        if text_len > limit:
+            kept.append("...")
+            break
+        kept.append(arg)
+    return kept

@@ -1,0 +1,82 @@
+"""The cuda_toolkit role's supply chain (issue 21): the apt key pinned by fingerprint
+(plugins/module_utils/openpgp.py, filter sglang.deploy.openpgp_fingerprints) against keys gpg made,
+and the manifest's hash pins (versions.yml) that the role's inputs default to."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from modload import REPO, load_module
+
+openpgp = load_module("openpgp", REPO / "plugins/module_utils/openpgp.py")
+VERSIONS = yaml.safe_load((REPO / "group_vars/all/versions.yml").read_text())
+
+
+def gpg_key(home: Path, algo: str) -> tuple[str, bytes, str]:
+    """(armored, binary, fingerprint gpg prints) of a fresh key."""
+    home.mkdir(mode=0o700)
+    env = dict(os.environ, GNUPGHOME=str(home))
+
+    def run(*args: str) -> bytes:
+        out: bytes = subprocess.run(
+            ["gpg", "--batch", *args], env=env, capture_output=True, check=True
+        ).stdout
+        return out
+
+    run("--passphrase", "", "--quick-gen-key", "test <t@invalid>", algo, "sign", "never")
+    armored = run("--armor", "--export").decode()
+    binary = run("--export")
+    colons = run("--with-colons", "--fingerprint").decode()
+    fpr = next(line.split(":")[9] for line in colons.splitlines() if line.startswith("fpr:"))
+    return armored, binary, fpr
+
+
+@pytest.mark.parametrize("algo", ["ed25519", "rsa2048"])
+def test_fingerprint_equals_gpg(tmp_path: Path, algo: str) -> None:
+    armored, binary, fpr = gpg_key(tmp_path / "g", algo)
+    assert re.fullmatch(r"[0-9A-F]{40}", fpr)
+    assert openpgp.fingerprints(armored) == [fpr]
+    assert openpgp.fingerprints(binary) == [fpr]
+    # the filter the role calls
+    flt = load_module("openpgp_filter", REPO / "plugins/filter/openpgp.py")
+    assert flt.FilterModule().filters()["openpgp_fingerprints"](armored) == [fpr]
+
+
+def test_a_changed_key_has_another_fingerprint(tmp_path: Path) -> None:
+    _, _, fa = gpg_key(tmp_path / "a", "ed25519")
+    b, _, fb = gpg_key(tmp_path / "b", "ed25519")
+    assert fa != fb
+    assert openpgp.fingerprints(b) == [fb]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("hello", "not an OpenPGP packet"),
+        ("-----BEGIN PGP PUBLIC KEY BLOCK-----\n\n!!!!\n-----END PGP PUBLIC KEY BLOCK-----\n", "bad base64"),
+        ("-----BEGIN PGP SIGNATURE-----\n", "no '-----BEGIN PGP PUBLIC KEY BLOCK-----'"),
+        ("", "empty key"),
+    ],
+)
+def test_what_is_not_a_key_is_refused(text: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        openpgp.fingerprints(text)
+
+
+def test_the_manifest_pins_every_artefact() -> None:
+    assert re.fullmatch(r"[0-9A-F]{40}", VERSIONS["sglang_cuda_apt_key_fingerprint"])
+    assert VERSIONS["sglang_cuda_apt_key_fingerprint"].endswith("A4B469963BF863CC")  # NVIDIA's 3bf863cc.pub
+    hashes = VERSIONS["sglang_cuda_wheel_sha256"]
+    assert f"cuda-toolkit=={VERSIONS['sglang_cuda_version']}" in hashes
+    for pin, digests in hashes.items():
+        assert re.fullmatch(r"[a-z0-9-]+==[0-9.]+", pin)
+        assert digests
+        assert all(re.fullmatch(r"[0-9a-f]{64}", d) for d in digests), pin
+    assert re.fullmatch(r"[0-9a-f]{40}", VERSIONS["sglang_git_commit"])
+    assert all(re.fullmatch(r"[0-9a-f]{64}", d) for d in VERSIONS["sglang_uv_sha256"])
+    assert re.fullmatch(r"([0-9a-f]{64})?", VERSIONS["sglang_sgl_kernel_sha256"])
