@@ -289,7 +289,11 @@ BAD_INPUTS: dict[str, tuple[dict[str, Any], list[str]]] = {
     # manifest and host
     "git_commit_format": (
         {"sglang_git_commit": "v0.5.9"},
-        ['sglang_git_commit="v0.5.9"', "7-40 lower-case hex"],
+        ['sglang_git_commit="v0.5.9"', "40 lower-case hex digits"],
+    ),
+    "git_commit_short": (
+        {"sglang_git_commit": "bbe9c7eeb"},
+        ['sglang_git_commit="bbe9c7eeb"', "the full commit id"],
     ),
     "python_version_format": ({"sglang_python_version": "3"}, ['sglang_python_version="3"', "allowed 3.Y"]),
     "gpu_required_not_bool": (
