@@ -4,6 +4,7 @@ importable package): the one helper the pure tests share (not collected: no test
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -24,3 +25,17 @@ def load_module(name: str, path: Path) -> ModuleType:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def local_ansible_env() -> dict[str, str]:
+    """The environment of an ansible-playbook run on the controller by a test: this repository's
+    ansible.cfg, the default stdout callback, the prefork callback, no colour, a UTF-8 locale."""
+    return {
+        **os.environ,
+        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+        "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default",
+        "ANSIBLE_CALLBACKS_ENABLED": "sglang.deploy.prefork",
+        "ANSIBLE_FORCE_COLOR": "false",
+        "LC_ALL": "C.UTF-8",
+        "LANG": "C.UTF-8",
+    }

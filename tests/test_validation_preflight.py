@@ -14,7 +14,6 @@ end with changed=0.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import subprocess
@@ -24,6 +23,7 @@ from typing import Any
 
 import pytest
 import yaml
+from modload import local_ansible_env
 
 REPO = Path(__file__).resolve().parents[1]
 PLAYBOOK = REPO / "playbooks" / "preflight.yml"
@@ -65,15 +65,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Any:
         f"case \"$*\" in\n  --query-gpu=*) printf '%s' {shlex.quote(query)} ;;\n  *) exit 2 ;;\nesac\n"
     )
     double.chmod(0o755)
-    env = {
-        **os.environ,
-        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-        "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default",
-        "ANSIBLE_CALLBACKS_ENABLED": "sglang.deploy.prefork",
-        "ANSIBLE_FORCE_COLOR": "false",
-        "LC_ALL": "C.UTF-8",
-        "LANG": "C.UTF-8",
-    }
+    env = local_ansible_env()
 
     def _run(over: dict[str, Any], *args: str, gpu: bool = False) -> subprocess.CompletedProcess[str]:
         values = {**LAB, **over}

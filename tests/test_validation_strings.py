@@ -27,7 +27,6 @@ Nothing on the machine is changed (every task is a check or a set_fact).
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -37,6 +36,7 @@ from typing import Any
 
 import pytest
 import yaml
+from modload import local_ansible_env
 
 REPO = Path(__file__).resolve().parents[1]
 ROLES = ("preflight", "cuda_toolkit", "sglang_stack", "nccl_env", "sglang_service", "verify", "autotune")
@@ -287,15 +287,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
             }
         )
     )
-    env = {
-        **os.environ,
-        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-        "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default",
-        "ANSIBLE_CALLBACKS_ENABLED": "sglang.deploy.prefork",
-        "ANSIBLE_FORCE_COLOR": "false",
-        "LC_ALL": "C.UTF-8",
-        "LANG": "C.UTF-8",
-    }
+    env = local_ansible_env()
     ansible_playbook = Path(sys.executable).with_name("ansible-playbook")
     start = time.monotonic()
     proc = subprocess.run(
