@@ -36,6 +36,8 @@ LAB: dict[str, Any] = {
     "sglang_min_free_disk_gib": 0,
     "sglang_api_key_required": False,
     "sglang_stack_python": sys.executable,
+    # what the lab reaches: PyPI's wheel (the default GitHub cu130 URL needs sglang_sgl_kernel_sha256)
+    "sglang_stack_sgl_kernel_requirement": "sgl-kernel==0.3.21",
     # the controller's OS (the GPU cases are no lab mode: the production OS check applies)
     "sglang_os_distribution": "Debian",
     "sglang_os_version": "12",

@@ -50,6 +50,8 @@ LAB_INPUTS: dict[str, Any] = {
     "sglang_api_key_required": False,
     # the probe looks it up on this machine: the interpreter running the tests exists
     "sglang_stack_python": sys.executable,
+    # what the lab reaches: PyPI's wheel (the default GitHub cu130 URL needs sglang_sgl_kernel_sha256)
+    "sglang_stack_sgl_kernel_requirement": "sgl-kernel==0.3.21",
 }
 PATHISH = ("path", "dir", "file", "root", "home", "prefix", "python", "tokenizer", "modprobe", "link", "dest")
 
