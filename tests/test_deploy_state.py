@@ -69,6 +69,8 @@ def test_snapshot_records_the_state_in_force_with_private_copies(host: dict[str,
     assert manifest["release"] == "r1"
     assert manifest["digest"] == now["digest"]
     assert stat.S_IMODE(os.stat(state.dir).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(state.snap).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(state.snap / "files").st_mode) == 0o700
     for entry in manifest["entries"]:
         copy = state.snap / "files" / entry["copy"]
         assert stat.S_IMODE(copy.stat().st_mode) == 0o600

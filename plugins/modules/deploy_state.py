@@ -434,6 +434,7 @@ class DeployState:
         _ensure_dir(self.dir)
         fresh = self.dir / f".snapshot.new.{os.getpid()}"
         shutil.rmtree(fresh, ignore_errors=True)
+        _ensure_dir(fresh)
         _ensure_dir(fresh / "files")
         entries = []
         for index, entry in enumerate(now["entries"]):

@@ -22,7 +22,8 @@ character devices (`devices`: for DeviceAllow=) and the interface addresses with
 Only `current` is required: the verify role asks for `current` and `service` alone (layer 5: where
 current points and whether the unit is active, in one round trip).
 
-The running process (`process`: {"unit", "root", "argv", "env", "env_files", "prefixes", "release"},
+The running process (`process`: {"unit", "root", "argv", "env", "env_files", "prefixes", "release",
+"credentials": [{"name", "source"}]},
 answered as `process`, null when not asked): when the unit is active (one `systemctl show -p
 MainPID,ActiveState,ExecMainStartTimestamp`), its MainPID's argv and environment are compared here,
 on the host, with the wanted ExecStart argv (`${NAME}` and `%x` specifiers are systemd's expansions:
@@ -33,7 +34,9 @@ by `env_files`, EnvironmentFile= files read here as KEY=VALUE, never sourced; na
 or where `current` resolves now). Only a masked argv (values of secret-looking flags and secrets
 replaced by ********), its sha256, names, whether they match and `differs` (one line per kind of
 difference) come back: never an environment value, except the running and wanted value of a
-differing non-secret NCCL_* name when short and plain.
+differing non-secret NCCL_* name when short and plain. A LoadCredential= file (`credentials`) whose
+source changed after systemd copied it into /run/credentials/<unit>/ for the running process (a
+rotated key) is drift too, compared by sha256 only.
 """
 
 from __future__ import annotations
@@ -168,7 +171,26 @@ def process_state(want: dict[str, Any], current_release: str) -> dict[str, Any]:
             root=str(want.get("root") or "/opt/sglang"),
         )
     )
+    stale = stale_credentials(str(want["unit"]), want.get("credentials") or [])
+    if stale:
+        out["differs"] = [
+            *out.get("differs", []),
+            f"credential: {', '.join(stale)} changed since the process started",
+        ]
     return out
+
+
+def stale_credentials(unit: str, credentials: list[dict[str, str]]) -> list[str]:
+    """Names of the unit's LoadCredential= files whose source changed after systemd copied them for
+    the running process (/run/credentials/<unit>/<name> against the source, by sha256 only: a key
+    is never read into a result)."""
+    stale = []
+    for cred in credentials:
+        name, source = str(cred.get("name") or ""), str(cred.get("source") or "")
+        loaded = sha256(os.path.join("/run/credentials", unit, name))
+        if name and source and loaded is not None and loaded != sha256(source):
+            stale.append(name)
+    return stale
 
 
 def nvidia_devices() -> list[str]:
