@@ -22,6 +22,22 @@ inventory_data = load_module("inventory_data", REPO / "plugins/module_utils/inve
 ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
 
 
+def test_subclasses_of_the_plain_types_are_written_as_them() -> None:
+    """Ansible's tagged values are subclasses of int, float, str, dict, list (the dumper knew none)."""
+
+    class TaggedInt(int):
+        pass
+
+    class TaggedFloat(float):
+        pass
+
+    class TaggedStr(str):
+        pass
+
+    text = inventory_data.dump({"rec": {"n": TaggedInt(6), "x": TaggedFloat(2.5), "s": TaggedStr("{{ x }}")}})
+    assert yaml.load(text, Loader=_loader_without_unsafe()) == {"rec": {"n": 6, "x": 2.5, "s": "{{ x }}"}}
+
+
 def test_every_string_is_tagged_and_the_data_round_trips() -> None:
     record = {
         "nccl_env_tuned": {

@@ -44,13 +44,22 @@ def _represent_unsafe(dumper: yaml.SafeDumper, data: _Unsafe) -> yaml.ScalarNode
 _Dumper.add_representer(_Unsafe, _represent_unsafe)
 
 
+def _number(value: Any, where: str) -> Any:
+    """None, a bool, an int or a finite float as its plain type."""
+    if value is None or isinstance(value, bool):
+        return None if value is None else bool(value)
+    if isinstance(value, int):
+        return int(value)
+    if math.isnan(value) or math.isinf(value):
+        raise ValueError(f"{where}: {value!r} is not a finite number")
+    return float(value)
+
+
 def _wrap(value: Any, where: str) -> Any:
-    if isinstance(value, bool) or value is None or isinstance(value, int):
-        return value
-    if isinstance(value, float):
-        if math.isnan(value) or math.isinf(value):
-            raise ValueError(f"{where}: {value!r} is not a finite number")
-        return value
+    # Ansible hands its own subclasses of the plain types (data tagging: tagged int, str, ...): each is
+    # written as the plain type (the dumper represents exact types only)
+    if value is None or isinstance(value, (bool, int, float)):
+        return _number(value, where)
     if isinstance(value, str):
         if _CONTROL.search(value):
             raise ValueError(f"{where}: {value!r} holds a control character")
