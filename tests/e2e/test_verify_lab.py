@@ -107,8 +107,8 @@ def no_key_anywhere(output: str, controller_dirs: list[Path]) -> None:
     ).strip()
     assert leaked == ""
     kept = lab_exec("sh", "-c", f"grep -rl {shlex.quote(KEY)} {STATE} || true").split()
-    for path in kept:
-        assert lab_exec("stat", "-c", "%U %a", path).strip() == "root 600", path
+    for copy in kept:
+        assert lab_exec("stat", "-c", "%U %a", copy).strip() == "root 600", copy
     if kept:
         assert lab_exec("stat", "-c", "%U %a", STATE).strip() == "root 700"
     for folder in controller_dirs:
