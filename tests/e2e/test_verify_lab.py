@@ -126,8 +126,12 @@ def double(
     inventory = str(lab_inventory(tmp / "inventory"))
     release = current()
     setup = playbook("-i", inventory, "tests/e2e/data/verify_double.yml", "-e", extra(tmp, "setup", 100))
+    # as site.yml would before it renders that unit: the release's SGLang parses the argv the double's
+    # inputs make (the key on: --config), so a restore of this state passes the rollback rules
+    launch = playbook("-i", inventory, "site.yml", "--tags", "stack_launch", "-e", extra(tmp, "launch", 100))
     try:
         assert setup.returncode == 0, setup.stdout[-6000:]
+        assert launch.returncode == 0, launch.stdout[-6000:]
         assert lab_exec("systemctl", "is-active", "sglang-kimi").strip() == "active"
         yield {"tmp": tmp, "inventory": inventory, "release": release, "setup": setup.stdout}
     finally:
