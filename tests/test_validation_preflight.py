@@ -24,20 +24,13 @@ from typing import Any
 import pytest
 import yaml
 from modload import local_ansible_env
+from test_validation_strings import LAB_INPUTS
 
 REPO = Path(__file__).resolve().parents[1]
 PLAYBOOK = REPO / "playbooks" / "preflight.yml"
 SAMPLES = REPO / "tests" / "data" / "nvidia-smi"
 LAB: dict[str, Any] = {
-    "sglang_gpu_required": False,
-    "sglang_tp_size": 1,
-    "sglang_model_path": "/opt/models/lab-target",
-    "sglang_draft_model_path": "/opt/models/lab-eagle3",
-    "sglang_min_free_disk_gib": 0,
-    "sglang_api_key_required": False,
-    "sglang_stack_python": sys.executable,
-    # what the lab reaches: PyPI's wheel (the default GitHub cu130 URL needs sglang_sgl_kernel_sha256)
-    "sglang_stack_sgl_kernel_requirement": "sgl-kernel==0.3.21",
+    **LAB_INPUTS,
     # the controller's OS (the GPU cases are no lab mode: the production OS check applies)
     "sglang_os_distribution": "Debian",
     "sglang_os_version": "12",
