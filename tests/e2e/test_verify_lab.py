@@ -7,10 +7,14 @@ Cases, in order (one module fixture sets the double up once), all at the role's 
 5 %, k 3 x the measured spread, 3 repetitions): the first run on a host without a baseline records one
 ("baseline recorded", with its spread and the start-up time of a restart verify saw), then a run gated
 against it that passes; a run of another workload with recording off is "ungated" and
-`sglang-deploy verify` exits 6; a forced rollback (a second release that is slow via its
-protocol-double.json, current switched to it, verify with verify_rollback_to=<first>): current moves
-back, layers 5-6 run again, the play fails reporting both; the running release made 20 % slower (its
-protocol-double.json, read by the double at every request): the gate fails with its table.
+`sglang-deploy verify` exits 6; a rollback (a second release that is slow via its
+protocol-double.json, current switched to it by hand): the last good state comes back, layers 5-6 run
+again, the play fails reporting both; the running release made 20 % slower (its protocol-double.json,
+read by the double at every request): the gate fails with its table. Then the transaction through the
+whole site.yml (the service stage starts the lab unit because its launcher is the double): a
+unit-only change and an NCCL-env-only change that fail the gate are reverted and recorded known-bad,
+the known-bad combination is refused before the unit is written, and a unit that never answers /health
+makes the service stage restore the previous unit on the previous release.
 After every case the API key is looked for in the host's generated files, the controller's fetched
 copies and the output. Last, autotune's preset sweep against the double (its own docstring).
 
@@ -42,6 +46,7 @@ RESULTS = "/var/lib/sglang-deploy/verify-results.json"
 DOUBLE = "/usr/local/lib/sglang-protocol-double/sglang_protocol_double.py"
 STATE = "/var/lib/sglang-deploy/state"  # role deploy_state: snapshot, verified.json, known-bad.json
 UNIT = "/etc/systemd/system/sglang-kimi.service"
+NCCL_ENV = "/etc/sglang/nccl.env"
 REQUEST_LOG = "/var/lib/sglang/double-requests.log"  # the double's, in the unit's state directory
 SMALL = {
     "verify_levels": [1, 4],
@@ -343,6 +348,123 @@ def test_too_slow_fails_the_gate_with_its_table(double: dict[str, Any]) -> None:
     results = host_results()
     assert results["status"] == "failed"
     assert results["verdict"]["failed"] == ["gate"]
+    no_key_anywhere(out, [])
+
+
+def site(double: dict[str, Any], name: str, tokens_per_s: float, **more: Any) -> tuple[int, str]:
+    """The whole site.yml with the double (verify_benchmark auto: layers 6-8 run on a change)."""
+    run = playbook(
+        "-i", double["inventory"], "site.yml", "-e", extra(double["tmp"], name, tokens_per_s, **more)
+    )
+    return run.returncode, run.stdout + run.stderr
+
+
+def sha(path: str) -> str:
+    return lab_exec("sha256sum", path).split()[0]
+
+
+def main_pid() -> str:
+    return lab_exec("systemctl", "show", "-p", "MainPID", "--value", "sglang-kimi").strip()
+
+
+def health() -> str:
+    url = "http://127.0.0.1:30000/health"
+    probe = f"import urllib.request; print(urllib.request.urlopen({url!r}, timeout=10).status)"
+    return lab_exec("python3", "-c", probe).strip()
+
+
+def known_bad() -> list[dict[str, Any]]:
+    text = lab_exec("sh", "-c", f"cat {STATE}/known-bad.json 2>/dev/null || echo []")
+    records: list[dict[str, Any]] = json.loads(text)
+    return records
+
+
+def test_a_unit_change_that_fails_the_gate_is_reverted(double: dict[str, Any]) -> None:
+    """site.yml with only the unit changed (the double's pace 100 -> 50 tok/s in its ExecStart): the
+    service restarts on it, the gate fails against the host's baseline, and the whole state comes back
+    (the unit as it was, the service restarted on it and verified again); the combination is known-bad.
+    In the lab the service stage starts a unit whose launcher is the double (sglang_service_exec_override),
+    so the slower unit really runs: without that restart the gate would pass and this test fail. The
+    start-up time of that restart is the one the service stage's /health wait saw."""
+    unit, env, pid, bad = sha(UNIT), sha(NCCL_ENV), main_pid(), len(known_bad())
+    rc, out = site(double, "unit-slow", 50)
+    assert rc != 0, out[-6000:]
+    assert "verify failed on release" in out, out[-8000:]
+    assert "verify layer 8 (rollback): restored the state of " in out
+    assert sha(UNIT) == unit
+    assert sha(NCCL_ENV) == env
+    assert "--double-tokens-per-s 100" in lab_exec("systemctl", "cat", "sglang-kimi")
+    assert main_pid() not in (pid, "0")
+    assert health() == "200"
+    results = host_results()
+    assert results["status"] == "rolled back"
+    assert results["results"]["gate"]["status"] == "failed"
+    assert results["results"]["gate_after_rollback"]["status"] == "passed", results["results"][
+        "gate_after_rollback"
+    ]
+    assert [r["release_id"] for r in known_bad()[bad:]] == [double["release"]]
+    assert "seen by the service stage of this run" in out, out[-8000:]
+    no_key_anywhere(out, [])
+
+
+def test_the_known_bad_combination_is_refused(double: dict[str, Any]) -> None:
+    """The same inputs again: the service stage refuses before it writes the unit, naming the record and
+    the override; the server keeps running as it was (same MainPID, same unit)."""
+    unit, pid = sha(UNIT), main_pid()
+    rc, out = site(double, "unit-slow-again", 50)
+    assert rc != 0, out[-6000:]
+    assert "refusing to deploy a known-bad combination" in out, out[-6000:]
+    assert "-e sglang_allow_known_bad=true" in out
+    assert sha(UNIT) == unit
+    assert main_pid() == pid
+    no_key_anywhere(out, [])
+
+
+def test_an_nccl_env_change_that_fails_the_gate_is_reverted(double: dict[str, Any]) -> None:
+    """Only the NCCL env file changes (a variable the double reads as a pace factor, 0.5): the gate fails
+    and the env file comes back as it was, the service restarted on it."""
+    env, pid, bad = sha(NCCL_ENV), main_pid(), len(known_bad())
+    allowed = ["TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS", "SGLANG_DOUBLE_PACE"]
+    rc, out = site(
+        double, "env-slow", 100, nccl_env_extra={"SGLANG_DOUBLE_PACE": "0.5"}, nccl_env_names_allowed=allowed
+    )
+    assert rc != 0, out[-6000:]
+    assert "verify layer 8 (rollback): restored the state of " in out, out[-8000:]
+    assert (
+        "nccl.env" in out.split("verify layer 8 (rollback): restored the state of ", 1)[1].split("\n", 1)[0]
+    )
+    assert sha(NCCL_ENV) == env
+    assert "SGLANG_DOUBLE_PACE" not in lab_exec("cat", NCCL_ENV)
+    assert main_pid() not in (pid, "0")
+    assert host_results()["status"] == "rolled back"
+    assert len(known_bad()) == bad + 1
+
+
+def test_a_health_failure_in_the_service_stage_restores_the_previous_unit(double: dict[str, Any]) -> None:
+    """A unit whose server never answers /health 200 (the double's --double-unhealthy): the service
+    stage's wait fails after 30 s, and the previous unit comes back on the previous release, restarted
+    and healthy."""
+    unit, pid = sha(UNIT), main_pid()
+    override = [
+        f"{ROOT}/current/venv/bin/python",
+        DOUBLE,
+        "--double-tokens-per-s",
+        "100",
+        "--double-unhealthy",
+    ]
+    rc, out = site(
+        double, "unhealthy", 100, sglang_service_exec_override=override, sglang_service_health_timeout=30
+    )
+    assert rc != 0, out[-6000:]
+    assert "service stage failed on" in out, out[-6000:]
+    assert "did not answer 200" in out
+    assert "restore: restored the state of " in out
+    assert sha(UNIT) == unit
+    assert current() == double["release"]
+    assert main_pid() not in (pid, "0")
+    assert "--double-unhealthy" not in lab_exec("systemctl", "cat", "sglang-kimi")
+    assert lab_exec("systemctl", "is-active", "sglang-kimi").strip() == "active"
+    assert health() == "200"
     no_key_anywhere(out, [])
 
 
