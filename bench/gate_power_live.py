@@ -166,7 +166,7 @@ def one_trial(
     return {
         "regression_pct": reg,
         "failed": outcome["status"] == "failed",
-        "baseline_cv_pct": {str(r["level"]): r.get("cv_pct") for r in base},
+        "baseline_cv_pct": {str(r["level"]): (r.get("output_tps_spread") or {}).get("cv_pct") for r in base},
         "baseline_tps": {str(r["level"]): r.get("output_tps") for r in base},
         "gated_tps": {str(r["level"]): r.get("output_tps") for r in run},
     }
