@@ -63,6 +63,17 @@ def test_default_replica_is_the_host_itself() -> None:
     assert plan("lab", servers=[])["hosts"] == ["lab"]
 
 
+def test_node_addresses_for_the_units_ip_allow_list() -> None:
+    assert plan("gpu-a2")["addresses"] == ["10.0.0.11", "10.0.0.12"]
+    assert plan("solo")["addresses"] == []
+    assert M.check_ip_allow(plan("gpu-a2"), None) == []
+    named = plan("gpu-a2", addresses={"gpu-a1": "10.0.0.11", "gpu-a2": "gpu-a2.example"})
+    [error] = M.check_ip_allow(named, None)
+    assert "sglang_replica_address is a host name on node(s) of replica a (gpu-a2: gpu-a2.example)" in error
+    assert M.check_ip_allow(named, ["10.0.0.0/24"]) == []  # sglang_service_ip_address_allow set by hand
+    assert M.check_ip_allow(plan("solo"), None) == []
+
+
 def test_ipv6_and_name_addresses() -> None:
     v6 = plan("gpu-a2", addresses={"gpu-a1": "fd00::11"})
     assert v6["dist_init_addr"] == "[fd00::11]:20000"  # SGLang 0.5.9 parses [v6]:port

@@ -12,6 +12,7 @@ from typing import Any
 
 from ansible_collections.sglang.deploy.plugins.module_utils.multinode import (
     check_ifnames,
+    check_ip_allow,
     check_nodes,
     listening,
     plan,
@@ -26,5 +27,6 @@ class FilterModule:
             "multinode_plan": plan,
             "multinode_check_nodes": check_nodes,
             "multinode_check_ifnames": check_ifnames,
+            "multinode_check_ip_allow": check_ip_allow,
             "multinode_listening": listening,
         }

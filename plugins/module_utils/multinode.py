@@ -107,6 +107,7 @@ def single(host: str | None = None) -> dict[str, Any]:
         "head_address": None,
         "dist_init_port": None,
         "dist_init_addr": None,
+        "addresses": [],
         "serves_http": True,
     }
 
@@ -165,6 +166,8 @@ def plan(cfg: Mapping[str, Any]) -> dict[str, Any]:
         "head_address": head_address,
         "dist_init_port": port,
         "dist_init_addr": address_port(str(head_address), port) if port and not errors else None,
+        # every node's address, in rank order: the unit's IPAddressAllow= lets the others in
+        "addresses": [addresses.get(h) or h for h in hosts],
         "serves_http": hosts.index(host) == 0,
     }
     return {"plan": out, "errors": errors}
@@ -214,6 +217,34 @@ def check_ports(mn: Mapping[str, Any], service_port: Any) -> list[str]:
         f"{mn.get('replica')}) is not valid: allowed a port other than "
         f"sglang_service_port={service_port} (both bind on rank 0)"
     ]
+
+
+def check_ip_allow(mn: Mapping[str, Any], ip_allow: Any) -> list[str]:
+    """The unit denies every address but those allowed (IPAddressDeny=any): the nodes of a replica
+    reach each other only when their addresses are IP literals it can list (systemd takes no names),
+    unless sglang_service_ip_address_allow is set by hand."""
+    if int(mn.get("nnodes") or 1) <= 1 or ip_allow is not None:
+        return []
+    names = [
+        f"{h}: {a}"
+        for h, a in zip(mn.get("hosts") or [], mn.get("addresses") or [], strict=False)
+        if not _is_ip(a)
+    ]
+    if not names:
+        return []
+    return [
+        f"{ADDRESS_VAR} is a host name on node(s) of replica {mn.get('replica')} ({', '.join(names)}): "
+        "allowed an IP address on every node (the unit's IPAddressAllow= lets the other nodes in and takes "
+        "no names), or sglang_service_ip_address_allow listing the nodes' networks"
+    ]
+
+
+def _is_ip(value: Any) -> bool:
+    try:
+        ipaddress.ip_address(str(value))
+    except ValueError:
+        return False
+    return True
 
 
 def socket_ifnames(env: Mapping[str, Any]) -> dict[str, Any]:
