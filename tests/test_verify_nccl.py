@@ -1,10 +1,15 @@
 """Unit tests of the one NCCL all-reduce implementation (roles/verify/files/nccl_allreduce.py) and
 of its wrapper bench/nccl_allreduce.py: statistics (median/spread, slowest rank), env-file
-parsing, floors, the verify layer's JSON document."""
+parsing, floors, the verify layer's JSON document; the multi-node layout (world size, global ranks,
+the rank-0 rendezvous) and, heavy (a real torch), two "nodes" of one replica meeting over TCP with the
+gloo backend on the CPU."""
 
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +17,7 @@ import pytest
 from modload import load_module
 
 ROOT = Path(__file__).resolve().parents[1]
+pytest_plugins = ("patches_fixtures",)  # sglang_venv_python: a real torch (CPU) for the gloo run
 
 
 impl = load_module("verify_nccl_allreduce", ROOT / "roles/verify/files/nccl_allreduce.py")
@@ -145,3 +151,110 @@ def test_recorded_device_figures() -> None:
         assert row["graph_stats"]["reps"] >= 5
         assert row["graph_stats"]["median"] == impl.summarize(row["graph_stats"]["samples"])["median"]
     assert nccl["latency_us_8k"] == sizes[8 << 10]["graph_stats"]["median"]
+
+
+def test_world_layout_and_rendezvous() -> None:
+    assert impl.world_layout(2, 1, 0) == (2, 0)
+    assert impl.world_layout(2, 2, 1) == (4, 2)  # node 1's local ranks are global ranks 2, 3
+    assert impl.world_layout(8, 3, 2) == (24, 16)
+    for bad in ((2, 2, 2), (2, 2, -1), (0, 1, 0)):
+        with pytest.raises(ValueError, match="node-rank"):
+            impl.world_layout(*bad)
+    args = impl.build_parser().parse_args(["--nnodes", "2", "--node-rank", "1", "--master-addr", "10.0.0.11"])
+    args.master_port = 20001
+    assert impl.init_method(args, 0) == "tcp://10.0.0.11:20001"
+    args.master_addr = "fd00::11"
+    assert impl.init_method(args, 0) == "tcp://[fd00::11]:20001"
+    single = impl.build_parser().parse_args([])
+    assert impl.init_method(single, 4242) == "tcp://127.0.0.1:4242"  # one node: its own loopback
+
+
+def test_multinode_verify_needs_the_master_port(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    env = tmp_path / "nccl.env"
+    env.write_text("")
+    impl.main(["--verify", "--env-file", str(env), "--nnodes", "2", "--node-rank", "1"])
+    assert "--master-port 0" in json.loads(capsys.readouterr().out)["reason"]
+    impl.main(["--verify", "--env-file", str(env), "--nnodes", "2", "--node-rank", "2", "--master-port", "1"])
+    assert "need 0 <= node-rank < nnodes" in json.loads(capsys.readouterr().out)["reason"]
+
+
+def test_two_nodes_meet_with_gloo(sglang_venv_python: Path, tmp_path: Path) -> None:
+    """The verify layer's multi-node path for real (torch.distributed, gloo on the CPU: no GPU here):
+    two separate process trees ("nodes" 0 and 1, 2 local ranks each) started at the same time meet at
+    node 0's port; each node's document reports the 4-rank world and a correct sum."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env_file = tmp_path / "nccl.env"
+    env_file.write_text("NCCL_DEBUG=WARN\n")
+
+    def node(rank: int) -> subprocess.CompletedProcess[str]:
+        argv = [
+            str(sglang_venv_python), str(ROOT / "roles/verify/files/nccl_allreduce.py"), "--verify",
+            "--backend", "gloo", "--ranks", "2", "--nnodes", "2", "--node-rank", str(rank),
+            "--master-addr", "127.0.0.1", "--master-port", str(port), "--init-timeout-s", "120",
+            "--sizes", "8K,512K", "--warmup", "2", "--iters", "5", "--reps", "5", "--env-file", str(env_file),
+        ]  # fmt: skip
+        return subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+
+    with ThreadPoolExecutor(2) as pool:
+        procs = list(pool.map(node, (0, 1)))
+    for rank, proc in enumerate(procs):
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        doc = json.loads([line for line in proc.stdout.splitlines() if line.startswith("{")][-1])
+        assert doc["status"] == "passed", doc
+        assert (doc["ranks"], doc["nnodes"], doc["node_rank"], doc["backend"]) == (4, 2, rank, "gloo")
+        assert doc["env_file_vars"] == {"NCCL_DEBUG": "WARN"}
+        assert [r["bytes"] for r in doc["sizes"]] == [8 << 10, 512 << 10]
+        assert all(r["eager_stats"]["reps"] == 5 for r in doc["sizes"])
+
+
+def _layer_args(spec: dict[str, Any]) -> list[str]:
+    """The argv roles/verify/tasks/nccl.yml renders for a host with this launch spec (its own template
+    text, rendered by Jinja with Ansible's `quote`), parsed as the script parses it."""
+    import shlex  # noqa: PLC0415
+
+    import jinja2  # noqa: PLC0415
+    import yaml  # noqa: PLC0415
+
+    [task] = yaml.safe_load((ROOT / "roles/verify/tasks/nccl.yml").read_text())
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    env.filters["quote"] = lambda v: shlex.quote(str(v))
+    variables: dict[str, Any] = {
+        "preflight_launch_spec": spec,
+        "verify_tp_size": 2,
+        "verify_nccl_reps": 5,
+        "verify_nccl_iters": 100,
+        "verify_nccl_env_file": "/etc/sglang/nccl.env",
+        "verify_nccl_env_force": {"NCCL_NVLS_ENABLE": 0},
+    }
+    # what the task's vars line resolves to: preflight_launch_spec.multinode | default({'nnodes': 1})
+    assert "preflight_launch_spec.multinode" in task["vars"]["__verify_mn"]
+    variables["__verify_mn"] = spec.get("multinode", {"nnodes": 1})
+    variables["__verify_layer_floors"] = [["--max-latency-us-8k", None]]
+    return shlex.split(env.from_string(task["vars"]["__verify_layer_args"]).render(variables))
+
+
+def test_layer_args_of_each_node() -> None:
+    plan = {
+        "replica": "a", "nnodes": 2, "hosts": ["gpu-a1", "gpu-a2"], "head": "gpu-a1",
+        "head_address": "10.0.0.11", "dist_init_port": 20000, "dist_init_addr": "10.0.0.11:20000",
+    }  # fmt: skip
+    env = {"NCCL_SOCKET_IFNAME": "ens5", "GLOO_SOCKET_IFNAME": "ens5", "OTHER": "x"}
+    for rank in (0, 1):
+        spec = {"environment": env, "multinode": {**plan, "rank": rank, "serves_http": rank == 0}}
+        args = impl.build_parser().parse_args(_layer_args(spec))
+        assert (args.nnodes, args.node_rank, args.master_addr, args.master_port) == (
+            2,
+            rank,
+            "10.0.0.11",
+            20010,
+        )
+        assert args.ranks == 2  # this node's GPUs; the world is 2 x 2
+        assert args.force_env == ["NCCL_SOCKET_IFNAME=ens5", "GLOO_SOCKET_IFNAME=ens5", "NCCL_NVLS_ENABLE=0"]
+        assert args.verify
+    single = impl.build_parser().parse_args(
+        _layer_args({"environment": env, "multinode": {"nnodes": 1, "rank": 0, "serves_http": True}})
+    )
+    assert (single.nnodes, single.node_rank, single.master_port) == (1, 0, 0)  # a one-node replica: as before
+    assert single.force_env == ["NCCL_NVLS_ENABLE=0"]

@@ -22,6 +22,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ansible_collections.sglang.deploy.plugins.module_utils import multinode
 from ansible_collections.sglang.deploy.plugins.module_utils.text_checks import CONTROL
 
 SCHEMA = 1
@@ -433,6 +434,26 @@ FLAG_ALIASES = {
 }
 
 
+# --- multi-node section (plugins/module_utils/multinode.py holds the rules) ---------------------------
+FLAG_REASONS.update(multinode.FLAG_REASONS)
+FLAG_ALIASES.update(multinode.FLAG_ALIASES)
+
+
+def _multinode(cfg: Mapping[str, Any], errors: _Errors, v: Mapping[str, Any]) -> dict[str, Any]:
+    """The replica plan of this host (cfg["multinode"], see multinode.plan); one node without it."""
+    section = cfg.get("multinode")
+    if not isinstance(section, Mapping):
+        return dict(multinode.single(None))
+    result = multinode.plan(section)
+    errors.extend(result["errors"])
+    errors.extend(multinode.check_tp(result["plan"], v["tp_size"]))
+    errors.extend(multinode.check_ports(result["plan"], v["port"]))
+    return dict(result["plan"])
+
+
+# --- end of the multi-node section ---------------------------------------------------------------
+
+
 def _managed_flags() -> set[str]:
     return set(FLAG_REASONS)
 
@@ -636,10 +657,11 @@ def resolve(cfg: Mapping[str, Any]) -> dict[str, Any]:
     _check_bind(cfg, errors, auth)
     extra, env_extra = _check_extra(cfg, errors)
     nccl = _nccl(cfg, errors)
+    mn = _multinode(cfg, errors, v)
     if errors:
         return {"spec": {}, "errors": list(errors)}
     launcher = [v["python"], "-m", LAUNCH_MODULE]
-    server_args = _server_args(v, spec, extra, auth)
+    server_args = multinode.with_flags(_server_args(v, spec, extra, auth), mn)
     environment = {SPEC_V2_ENV: "1"} if spec["spec_v2"] else {}
     environment.update(env_extra)
     env_files = [v["nccl_env_file"]]
@@ -681,6 +703,7 @@ def resolve(cfg: Mapping[str, Any]) -> dict[str, Any]:
         },
         "nccl": {**nccl, "env_file": v["nccl_env_file"]},
         "flags": _flags(server_args),
+        "multinode": mn,
     }
     result["command"] = shell_command(result)
     return {"spec": result, "errors": []}

@@ -8,6 +8,11 @@ usage: nccl_allreduce.py [--ranks 2] [--sizes 8K,32K,...] [--warmup 20] [--iters
        nccl_allreduce.py --verify [--ranks N] [--reps 5] [--env-file FILE] [--force-env K=V ...]
                          [--max-latency-us-8k US] [--max-latency-us-512k US] [--min-busbw-gbps-256m GBPS]
        nccl_allreduce.py --compare RUNS.jsonl ...
+  multi-node (one replica of several hosts, docs/multinode.md): the same command on every node at the
+  same time, with [--nnodes N --node-rank R --master-addr RANK0_ADDRESS --master-port PORT]; world size
+  = N x --ranks, global rank = R x --ranks + local rank; every node's local rank 0 writes the document
+  (the figures are the slowest rank's of the whole world). --backend gloo runs the same all-reduces
+  on the CPU (no GPU, no CUDA graph: the rendezvous and sum check of the multi-node path, tested in CI).
 
 Each size: `warmup` untimed all-reduces, then `reps` repetitions of `iters` back-to-back
 all-reduces timed with CUDA events (per-op time = elapsed / iters); a repetition counts the
@@ -24,12 +29,14 @@ nccl_env role's /etc/sglang/nccl.env; parsed, never executed by a shell), plus `
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import re
 import socket
 import statistics
 import sys
+import time
 import traceback
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -223,23 +230,49 @@ def compare_table(runs: list[dict[str, Any]], baseline: str = "default", graph: 
     return "\n".join(lines)
 
 
+def world_layout(ranks: int, nnodes: int, node_rank: int) -> tuple[int, int]:
+    """(world size, global rank of this node's local rank 0): nodes x ranks, node_rank x ranks."""
+    if ranks < 1 or nnodes < 1 or not 0 <= node_rank < nnodes:
+        raise ValueError(
+            f"--ranks {ranks} --nnodes {nnodes} --node-rank {node_rank}: need 0 <= node-rank < nnodes"
+        )
+    return ranks * nnodes, node_rank * ranks
+
+
+def init_method(args: argparse.Namespace, port: int) -> str:
+    """tcp:// rendezvous: the replica's rank 0 (--master-addr, --master-port) or this host's loopback."""
+    if args.nnodes > 1:
+        host = args.master_addr
+        return f"tcp://[{host}]:{args.master_port}" if ":" in host else f"tcp://{host}:{args.master_port}"
+    return f"tcp://127.0.0.1:{port}"
+
+
 def nccl_env() -> dict[str, str]:
     return {k: v for k, v in sorted(os.environ.items()) if k.startswith(("NCCL_", "TORCH_SYMM", "NVSHMEM_"))}
 
 
-def _timed(torch: Any, dist: Any, launch: Callable[[], None], n: int, reps: int) -> list[float]:
+def _timed(
+    torch: Any, dist: Any, launch: Callable[[], None], n: int, reps: int, *, device: str = "cuda"
+) -> list[float]:
     """Per repetition the per-op time (us) of `launch` (n ops), the slowest rank's."""
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     samples = []
-    for _ in range(reps):
-        dist.barrier()
-        torch.cuda.synchronize()
-        start.record()
-        launch()
-        end.record()
-        torch.cuda.synchronize()
-        samples.append(start.elapsed_time(end) * 1000.0 / n)
-    t = torch.tensor(samples, dtype=torch.float64, device="cuda")
+    if device == "cpu":  # gloo: the host clock (all-reduces are synchronous there)
+        for _ in range(reps):
+            dist.barrier()
+            begin = time.perf_counter()
+            launch()
+            samples.append((time.perf_counter() - begin) * 1e6 / n)
+    else:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        for _ in range(reps):
+            dist.barrier()
+            torch.cuda.synchronize()
+            start.record()
+            launch()
+            end.record()
+            torch.cuda.synchronize()
+            samples.append(start.elapsed_time(end) * 1000.0 / n)
+    t = torch.tensor(samples, dtype=torch.float64, device=device)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return [float(v) for v in t.tolist()]
 
@@ -262,46 +295,54 @@ def _capture(torch: Any, dist: Any, x: Any, iters: int) -> Any:
     return graph
 
 
-def _check_sum(torch: Any, dist: Any, rank: int, ranks: int) -> bool:
+def _check_sum(torch: Any, dist: Any, rank: int, ranks: int, device: str = "cuda") -> bool:
     """All-reduce of rank+1 (fp32, 1 Mi elements) must equal n(n+1)/2 everywhere, on every rank."""
-    x = torch.full((1 << 20,), float(rank + 1), dtype=torch.float32, device="cuda")
+    x = torch.full((1 << 20,), float(rank + 1), dtype=torch.float32, device=device)
     dist.all_reduce(x)
-    ok = torch.tensor([1 if bool((x == ranks * (ranks + 1) / 2).all()) else 0], device="cuda")
+    ok = torch.tensor([1 if bool((x == ranks * (ranks + 1) / 2).all()) else 0], device=device)
     dist.all_reduce(ok, op=dist.ReduceOp.MIN)
     return bool(ok.item())
 
 
-def _worker(rank: int, ranks: int, port: int, args: argparse.Namespace) -> None:
+def _worker(local: int, local_ranks: int, port: int, args: argparse.Namespace) -> None:
     # torch exists on GPU hosts only: imported where needed (noqa: the tests import this file)
     import torch  # type: ignore[import-not-found, unused-ignore]  # noqa: PLC0415
     import torch.distributed as dist  # type: ignore[import-not-found, unused-ignore]  # noqa: PLC0415
 
-    torch.cuda.set_device(rank)
+    ranks, first = world_layout(local_ranks, args.nnodes, args.node_rank)
+    rank = first + local
+    device = "cpu" if args.backend == "gloo" else "cuda"
+    extra: dict[str, Any] = {}
+    if device == "cuda":
+        torch.cuda.set_device(local)
+        extra["device_id"] = torch.device("cuda", local)
     dist.init_process_group(
-        "nccl",
-        init_method=f"tcp://127.0.0.1:{port}",
+        args.backend,
+        init_method=init_method(args, port),
         rank=rank,
         world_size=ranks,
-        device_id=torch.device("cuda", rank),
+        timeout=datetime.timedelta(seconds=args.init_timeout_s),
+        **extra,
     )
-    sums_ok = _check_sum(torch, dist, rank, ranks)
+    sums_ok = _check_sum(torch, dist, rank, ranks, device)
     rows: list[dict[str, Any]] = []
     for nbytes in [parse_size(s) for s in args.sizes.split(",")]:
-        x = torch.zeros(nbytes // 2, dtype=torch.bfloat16, device="cuda")
+        x = torch.zeros(nbytes // 2, dtype=torch.bfloat16, device=device)
         iters = args.iters if nbytes <= (8 << 20) else max(args.iters // 4, 10)
         for _ in range(args.warmup):
             dist.all_reduce(x)
-        torch.cuda.synchronize()
+        if device == "cuda":
+            torch.cuda.synchronize()
 
         def eager(x: Any = x, iters: int = iters) -> None:
             for _ in range(iters):
                 dist.all_reduce(x)
 
         row: dict[str, Any] = {"bytes": nbytes, "iters": iters, "reps": args.reps}
-        stats = summarize(_timed(torch, dist, eager, iters, args.reps))
+        stats = summarize(_timed(torch, dist, eager, iters, args.reps, device=device))
         us = stats["median"]
         row.update(avg_us=us, busbw_gbps=round(bus_bandwidth_gbps(nbytes, us, ranks), 2), eager_stats=stats)
-        if args.graph:
+        if args.graph and device == "cuda":
             graph = _capture(torch, dist, x, iters)
             stats = summarize(_timed(torch, dist, graph.replay, iters, args.reps))
             us = stats["median"]
@@ -313,19 +354,22 @@ def _worker(rank: int, ranks: int, port: int, args: argparse.Namespace) -> None:
             del graph
         rows.append(row)
         del x
-    if rank == 0:
+    if local == 0:  # every node's local rank 0: the figures are the whole world's slowest rank's
         meta = {
             "label": args.label,
             "ranks": ranks,
+            "nnodes": args.nnodes,
+            "node_rank": args.node_rank,
+            "backend": args.backend,
             "dtype": "bfloat16",
             "warmup": args.warmup,
             "torch": torch.__version__,
-            "nccl": ".".join(map(str, torch.cuda.nccl.version())),
-            "gpu": torch.cuda.get_device_name(0),
+            "nccl": ".".join(map(str, torch.cuda.nccl.version())) if device == "cuda" else None,
+            "gpu": torch.cuda.get_device_name(0) if device == "cuda" else "cpu",
             "env": nccl_env(),
         }
         if args.verify:
-            doc = verify_summary(rows, _floors(args), sums_ok, ranks)
+            doc = verify_summary(rows, _floors(args) if device == "cuda" else {}, sums_ok, ranks)
             doc.update(meta, env_file=args.env_file)
             Path(args.result_file).write_text(json.dumps(doc), encoding="utf-8")
         else:
@@ -356,8 +400,16 @@ def apply_env(env_file: str, force: Mapping[str, str]) -> dict[str, str]:
 
 
 def _spawn(args: argparse.Namespace) -> None:
+    world_layout(args.ranks, args.nnodes, args.node_rank)  # refuses a node rank outside the replica
+    if args.nnodes > 1 and not 0 < args.master_port < 65536:
+        raise ValueError(
+            f"--master-port {args.master_port}: the rank-0 node's port is needed with --nnodes > 1"
+        )
     import torch.multiprocessing as mp  # type: ignore[import-not-found, unused-ignore]  # noqa: PLC0415
 
+    if args.nnodes > 1:  # the replica's rank 0 listens on the given port: no retry with another one
+        mp.spawn(_worker, args=(args.ranks, args.master_port, args), nprocs=args.ranks, join=True)
+        return
     for attempt in range(3):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
@@ -405,6 +457,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--env-file", default="", help="load KEY=VALUE lines of this file (parsed, not sourced)")
     p.add_argument("--force-env", action="append", default=[], metavar="K=V", help="set last (repeatable)")
     p.add_argument("--verify", action="store_true", help="verify layer: graph timing, one JSON document")
+    p.add_argument("--nnodes", type=int, default=1, help="nodes of the replica (the same command on each)")
+    p.add_argument("--node-rank", type=int, default=0, help="this node's rank in the replica (0 = master)")
+    p.add_argument("--master-addr", default="127.0.0.1", help="the replica's rank-0 address (--nnodes > 1)")
+    p.add_argument("--master-port", type=int, default=0, help="the rendezvous port on the rank-0 node")
+    p.add_argument("--init-timeout-s", type=int, default=300, help="how long the nodes wait for each other")
+    p.add_argument("--backend", choices=("nccl", "gloo"), default="nccl", help="gloo: CPU, no GPU needed")
     p.add_argument("--max-latency-us-8k", type=float, default=None)
     p.add_argument("--max-latency-us-512k", type=float, default=None)
     p.add_argument("--min-busbw-gbps-256m", type=float, default=None)
