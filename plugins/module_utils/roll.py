@@ -44,7 +44,9 @@ def workers(body: Any) -> list[dict[str, Any]]:
     for item in body["workers"]:
         if not isinstance(item, Mapping) or not isinstance(item.get("url"), str):
             raise ValueError(f"a worker without a url in the /workers answer: {str(item)[:200]!r}")
-        out.append({"id": str(item.get("id", "")), "url": item["url"], "healthy": item.get("is_healthy") is True})
+        out.append(
+            {"id": str(item.get("id", "")), "url": item["url"], "healthy": item.get("is_healthy") is True}
+        )
     return out
 
 
@@ -101,4 +103,4 @@ def in_flight(text: Any) -> int:
     missing = [name for name in IN_FLIGHT_METRICS if name not in seen]
     if missing:
         raise ValueError(f"/metrics has no {', '.join(missing)} (is --enable-metrics on?)")
-    return int(math.ceil(total))
+    return math.ceil(total)
