@@ -60,8 +60,7 @@ PLAY = r"""
           | sglang.deploy.roll_drain_plan(['http://gpu-1:30000', 'http://gpu-2:30000'], 1)).msg }}
     - ansible.builtin.debug:
         msg: >-
-          INFLIGHT={{ 'sglang:num_running_reqs{a="b"} 3.0\nsglang:num_queue_reqs 1\n'
-          | sglang.deploy.roll_in_flight }}
+          INFLIGHT={{ lookup('ansible.builtin.file', 'metrics.txt') | sglang.deploy.roll_in_flight }}
 """
 
 
@@ -158,6 +157,7 @@ def test_the_filters_in_a_real_playbook(tmp_path: Path) -> None:
         "        n3: {ansible_connection: local}\n"
     )
     (tmp_path / "workers.json").write_text(json.dumps(WORKERS))
+    (tmp_path / "metrics.txt").write_text(METRICS)
     (tmp_path / "play.yml").write_text(PLAY)
     env = {
         "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".collections"),
@@ -177,4 +177,4 @@ def test_the_filters_in_a_real_playbook(tmp_path: Path) -> None:
         or '"r1": ["n1", "n2"]' in out
     ), out
     assert "leaves 0 of 2 healthy; sglang_router_min_healthy=1" in out
-    assert "INFLIGHT=4" in out
+    assert "INFLIGHT=5" in out
