@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
 import sys
 import tempfile
@@ -37,9 +38,20 @@ def main() -> int:
     )
     parser.add_argument("--rolls", type=int, nargs="+", default=[1, 2, 3], help="replicas per roll (1-3)")
     parser.add_argument("--keep", action="store_true", help="leave the containers in place")
+    parser.add_argument(
+        "--reuse",
+        type=Path,
+        help="a fleet made earlier (its fleet.json: router, replicas, network, inventory)",
+    )
     args = parser.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="fleet-roll-"))
-    fleet = lab.make_fleet(tmp, prefix="sglang-lab-rollbench")
+    if args.reuse:
+        data = json.loads(args.reuse.read_text())
+        fleet = lab.Fleet(data["router"], data["replicas"], data["network"], Path(data["inventory"]),
+                          Path(data["tmp"]), data["router_ip"], data.get("created_s", 0.0))  # fmt: skip
+        args.keep = True
+    else:
+        tmp = Path(tempfile.mkdtemp(prefix="fleet-roll-"))
+        fleet = lab.make_fleet(tmp, prefix="sglang-lab-rollbench")
     rows = []
     try:
         for number, count in enumerate(args.rolls, start=1):
