@@ -67,7 +67,7 @@ def main() -> int:
             out = {}
             for name in rolled:
                 windows = traffic.out_windows(fleet.worker_url(name))
-                out[name] = sum(back - left for left, back in windows)
+                out[name] = sum(back - left for left, _gone, back in windows)
             rows.append((count, proc.returncode, traffic.sent, len(traffic.failed), out, wall))
     finally:
         if not args.keep:
