@@ -198,7 +198,7 @@ def make_fleet(tmp: Path, replicas: int = 3, prefix: str = PREFIX) -> Fleet:
     fleet.inventory = write_inventory(tmp / "inventory", fleet.router, names)
     start_router(fleet)
     # lab mode without the override installs the stack and the unit, starts nothing: no drain
-    converge = playbook("-i", str(fleet.inventory), "site.yml")
+    converge = playbook("-i", str(fleet.inventory), "site.yml", timeout=5400)  # 3 stacks on a loaded machine
     assert converge.returncode == 0, converge.stdout[-6000:]
     setup = playbook("-i", str(fleet.inventory), "tests/e2e/data/roll_double.yml")
     assert setup.returncode == 0, setup.stdout[-6000:]
