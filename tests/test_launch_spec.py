@@ -79,7 +79,7 @@ def test_production_is_the_seed_command() -> None:
         "--speculative-draft-model-path /data/eagle3/output_100k_sglang/4 --speculative-num-steps 2 "
         "--speculative-eagle-topk 1 --speculative-num-draft-tokens 3 --attention-backend flashinfer "
         "--cuda-graph-max-bs 128 --enable-flashinfer-allreduce-fusion --enable-torch-symm-mem "
-        "--host 127.0.0.1 --port 30000 --served-model-name kimi --trust-remote-code "
+        "--host 127.0.0.1 --port 30000 --served-model-name kimi --trust-remote-code --enable-metrics "
         "--config %d/sglang-config.yaml"
     )
     assert s["argv"] == s["launcher"] + s["server_args"]

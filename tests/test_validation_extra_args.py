@@ -58,9 +58,9 @@ def test_preflight_refuses_owned_spellings(case: str) -> None:
 
 
 def test_preflight_passes_a_foreign_flag_and_records_the_extras() -> None:
-    spec = _spec(extra_args=["--log-level", "info", "--enable-metrics"])
-    assert spec["extra_args"] == ["--log-level", "info", "--enable-metrics"]
-    assert spec["server_args"][-5:-2] == ["--log-level", "info", "--enable-metrics"]  # then --api-key
+    spec = _spec(extra_args=["--log-level", "info", "--enable-cache-report"])
+    assert spec["extra_args"] == ["--log-level", "info", "--enable-cache-report"]
+    assert spec["server_args"][-5:-2] == ["--log-level", "info", "--enable-cache-report"]  # then --api-key
 
 
 def _run_stack_check(python: Path, cases: dict[str, dict[str, Any]]) -> dict[str, Any]:

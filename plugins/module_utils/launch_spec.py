@@ -109,6 +109,10 @@ FLAG_REASONS = {
     "--port": "HTTP port",
     "--served-model-name": "model name the API reports and accepts",
     "--trust-remote-code": "the model ships its own modelling code",
+    "--enable-metrics": (
+        "Prometheus /metrics (sglang:num_running_reqs, sglang:num_queue_reqs): a rolling upgrade drains "
+        "a replica until both are 0 before it stops it"
+    ),
     "--api-key": "every request must carry this key (never a flag here: it comes from --config)",
     "--config": (
         "SGLang's YAML flag file holding api-key, handed to the service by systemd LoadCredential= "
@@ -556,6 +560,8 @@ def _server_args(
         args += ["--served-model-name", v["served_model_name"]]
     if v["trust_remote_code"]:
         args.append("--trust-remote-code")
+    # the one place of the flag: every preset, every host (docs/rolling-upgrade.md, the drain)
+    args.append("--enable-metrics")
     args += list(extra)
     if auth:
         args += ["--config", CONFIG_ARG]

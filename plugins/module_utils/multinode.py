@@ -112,6 +112,20 @@ def single(host: str | None = None) -> dict[str, Any]:
     }
 
 
+def replica_name(host: str, value: Any) -> Any:
+    """A host's replica: its ``sglang_replica``, or its own name when that is unset or empty."""
+    return host if value is None or value == "" else value
+
+
+def replica_groups(servers: Sequence[str], replicas: Mapping[str, Any]) -> dict[str, list[str]]:
+    """{replica: [its hosts in the order of ``servers``]} (rank 0 first): the one grouping rule the
+    launch spec (plan) and the rolling upgrade's plays (filter sglang.deploy.roll_replicas) share."""
+    out: dict[str, list[str]] = {}
+    for server in servers:
+        out.setdefault(str(replica_name(server, replicas.get(server))), []).append(str(server))
+    return out
+
+
 def plan(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """``{"plan": {...}, "errors": [...]}`` for one host.
 
@@ -129,8 +143,7 @@ def plan(cfg: Mapping[str, Any]) -> dict[str, Any]:
         return {"plan": single(None), "errors": ["multinode: no host name given (inventory_hostname)"]}
     names: dict[str, str] = {}
     for server in [*servers, *([] if host in servers else [host])]:
-        value = replicas.get(server)
-        value = server if value is None or value == "" else value
+        value = replica_name(server, replicas.get(server))
         if not isinstance(value, str) or not _REPLICA.fullmatch(value):
             errors.append(
                 f"{REPLICA_VAR}={_show(value)} (host {server}) is not valid: allowed {_REPLICA_CHARS}; "

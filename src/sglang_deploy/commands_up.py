@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from .commands_run import BAD_INPUT_RC, execute, make_request
 from .report import verdict_rc
-from .rollout import Rollout, fleet_hosts
+from .rollout import Rollout, fleet_hosts, fleet_replicas
 from .runner import RunRequest
 
 
@@ -45,12 +45,21 @@ def roll(request: RunRequest, args: argparse.Namespace, max_fail_percent: float)
             f"no host of the inventory {request.inventory} matches (limit: {request.limit})", file=sys.stderr
         )
         return 1
-    rollout = Rollout(args.serial, max_fail_percent, hosts)
+    playbook_dir = (request.project_dir / request.playbook).parent
+    rollout = Rollout(
+        args.serial,
+        max_fail_percent,
+        hosts,
+        replica_of=fleet_replicas(request.inventory, hosts, playbook_dir),
+    )
     stop_rc = 0
     plan = rollout.plan()
+    # --serial counts replicas (a multi-node replica rolls whole); one host = one replica by default
+    replicas = rollout.replicas()
+    in_replicas = f" ({replicas} replicas)" if replicas != len(hosts) else ""
     print(
-        f"sglang-deploy up: rolling over {len(hosts)} host(s) in {len(plan)} batch(es) of --serial "
-        f"{args.serial}, --max-fail-percent {rollout.max_fail_percent:g}",
+        f"sglang-deploy up: rolling over {len(hosts)} host(s){in_replicas} in {len(plan)} batch(es) of "
+        f"--serial {args.serial}, --max-fail-percent {rollout.max_fail_percent:g}",
         flush=True,
     )
     for index, batch in enumerate(plan, start=1):

@@ -9,6 +9,13 @@ unreachable, the roll stops and the later batches are never touched. Inside a ba
 get `max_fail_percentage` = P (variable sglang_max_fail_percentage), so a batch whose hosts fail
 beyond P stops at that stage instead of carrying its other hosts on.
 
+A batch is made of whole replicas (host variable ``sglang_replica``, default the host's own name: one
+host = one replica; the hosts of a replica in inventory order are its ranks): ``--serial N`` counts
+replicas, so a multi-node replica rolls as one unit. With a router (group sglang_routers) each batch's
+run takes its restarting replicas out of the router first and puts them back after a passed verify
+(site.yml's Roll plays, docs/rolling-upgrade.md); a failed replica stays out and, with the roll's
+default --max-fail-percent 0, stops the roll.
+
 Pure logic (batches, the stop decision) plus the host list, read with Ansible's InventoryManager."""
 
 from __future__ import annotations
@@ -24,9 +31,24 @@ from .options import Serial
 HOSTS_PATTERN = "sglang_servers"  # every play of site.yml targets this group
 
 
-def batches(hosts: list[str], serial: Serial) -> list[list[str]]:
-    size = serial.size(len(hosts))
-    return [hosts[i : i + size] for i in range(0, len(hosts), size)] if size else []
+def replica_groups(hosts: list[str], replica_of: dict[str, str] | None = None) -> list[list[str]]:
+    """The hosts grouped by replica, in order of each replica's first host (its rank 0); a host without
+    an entry in ``replica_of`` is a replica of its own (the plays' rule: filter
+    sglang.deploy.roll_replicas)."""
+    groups: dict[str, list[str]] = {}
+    for host in hosts:
+        groups.setdefault((replica_of or {}).get(host) or host, []).append(host)
+    return list(groups.values())
+
+
+def batches(hosts: list[str], serial: Serial, replica_of: dict[str, str] | None = None) -> list[list[str]]:
+    """Batches of ``serial`` replicas each (a number, or a percentage of the replicas), every replica
+    whole, in inventory order."""
+    replicas = replica_groups(hosts, replica_of)
+    size = serial.size(len(replicas))
+    if not size:
+        return []
+    return [[h for replica in replicas[i : i + size] for h in replica] for i in range(0, len(replicas), size)]
 
 
 def exceeds(failed: int, size: int, max_fail_percent: float) -> bool:
@@ -51,9 +73,13 @@ class Rollout:
     hosts: list[str]
     runs: list[dict[str, Any]] = field(default_factory=list)
     stopped: str = ""
+    replica_of: dict[str, str] = field(default_factory=dict)
 
     def plan(self) -> list[list[str]]:
-        return batches(self.hosts, self.serial)
+        return batches(self.hosts, self.serial, self.replica_of)
+
+    def replicas(self) -> int:
+        return len(replica_groups(self.hosts, self.replica_of))
 
     def record(self, batch: list[str], run_id: str, rc: int, summary: dict[str, Any]) -> bool:
         """Note one batch's run; True when the roll goes on."""
@@ -79,6 +105,7 @@ class Rollout:
             "serial": str(self.serial),
             "max_fail_percent": self.max_fail_percent,
             "hosts": self.hosts,
+            "replicas": replica_groups(self.hosts, self.replica_of),
             "batches": self.runs,
             "stopped": self.stopped,
             "not_started": self.not_started(),
@@ -103,3 +130,33 @@ def fleet_hosts(inventory: Path, limit: str | None, playbook_dir: Path) -> list[
             return [host.name for host in manager.get_hosts(HOSTS_PATTERN)]
         except AnsibleError:
             return []
+
+
+def fleet_replicas(inventory: Path, hosts: list[str], playbook_dir: Path) -> dict[str, str]:
+    """host -> its ``sglang_replica`` where the inventory (host/group vars, group_vars/host_vars
+    files) sets one as plain text; hosts without one are replicas of their own. A templated value is
+    not rendered here: such a host counts as its own replica (say so in the inventory as text)."""
+    from ansible.errors import AnsibleError  # noqa: PLC0415
+    from ansible.inventory.manager import InventoryManager  # noqa: PLC0415
+    from ansible.parsing.dataloader import DataLoader  # noqa: PLC0415
+    from ansible.vars.manager import VariableManager  # type: ignore[import-untyped]  # noqa: PLC0415
+
+    loader = DataLoader()
+    loader.set_basedir(str(playbook_dir))
+    out: dict[str, str] = {}
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        try:
+            manager = InventoryManager(loader=loader, sources=[str(inventory)])
+            variables = VariableManager(loader=loader, inventory=manager)
+            for name in hosts:
+                host = manager.get_host(name)
+                value = (
+                    variables.get_vars(host=host, include_hostvars=False).get("sglang_replica")
+                    if host
+                    else None
+                )
+                if isinstance(value, str) and value and "{" not in value:
+                    out[name] = str(value)
+        except AnsibleError:
+            return {}
+    return out

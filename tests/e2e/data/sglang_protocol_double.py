@@ -41,6 +41,13 @@ variable ``SGLANG_DOUBLE_PACE`` (a factor, default 1, read at start) scales the 
 env file, an environment-only change makes the server slower. Every request's method and path are
 appended to ``double-requests.log`` in the working directory (the unit's state directory), so a test
 can tell which requests a run sent (e.g. none that generates in check mode).
+
+With ``--enable-metrics`` (SGLang's flag, as the real server) ``/metrics`` serves Prometheus text with
+SGLang 0.5.9's scheduler gauges ``sglang:num_running_reqs`` and ``sglang:num_queue_reqs`` (the same
+names, documentation strings and labels as ``sglang/srt/metrics/collector.py``, through
+``prometheus_client`` of the release venv): the requests generating now, and 0 queued (the double
+queues nothing). The rolling upgrade's drain reads them; without the flag ``/metrics`` is a 404, as on
+SGLang.
 """
 
 from __future__ import annotations
@@ -52,6 +59,7 @@ import json
 import math
 import os
 import random
+import re
 import sys
 import time
 import uuid
@@ -223,6 +231,8 @@ ACCEPT = float(RELEASE.get("accept_length", MINE.double_accept_length)) if SPECU
 SPEC_FACTOR = float(RELEASE.get("spec_step_factor", 1.0)) if SPECULATIVE else 1.0
 SERVED = SERVER.served_model_name or SERVER.model_path
 STATS = {"steps": 0, "tokens": 0}
+# requests inside simulate() now (sglang:num_running_reqs of /metrics)
+RUNNING = {"reqs": 0}
 
 try:
     from transformers import AutoTokenizer  # type: ignore[import-not-found]
@@ -266,18 +276,22 @@ def step_sizes(total: int) -> list[int]:
 
 
 async def simulate(prompt: Any, max_new_tokens: int) -> AsyncIterator[tuple[list[int], int, bool]]:
-    """Yield (ids so far, verify steps, finished) at the configured pace."""
-    await asyncio.sleep(TTFT)
-    rate = tokens_per_s()
-    ids_all = output_ids(max_new_tokens)
-    done = 0
-    for steps, size in enumerate(step_sizes(max_new_tokens), start=1):
-        if steps > 1:
-            await asyncio.sleep(size / rate * SPEC_FACTOR)
-        done += size
-        STATS["steps"] += 1
-        STATS["tokens"] += size
-        yield ids_all[:done], steps, done >= max_new_tokens
+    """Yield (ids so far, verify steps, finished) at the configured pace; counted as running meanwhile."""
+    RUNNING["reqs"] += 1
+    try:
+        await asyncio.sleep(TTFT)
+        rate = tokens_per_s()
+        ids_all = output_ids(max_new_tokens)
+        done = 0
+        for steps, size in enumerate(step_sizes(max_new_tokens), start=1):
+            if steps > 1:
+                await asyncio.sleep(size / rate * SPEC_FACTOR)
+            done += size
+            STATS["steps"] += 1
+            STATS["tokens"] += size
+            yield ids_all[:done], steps, done >= max_new_tokens
+    finally:
+        RUNNING["reqs"] -= 1
 
 
 def meta(
@@ -302,6 +316,40 @@ def meta(
 
 app = FastAPI()
 add_api_key_middleware(app, api_key=SERVER.api_key, admin_api_key=getattr(SERVER, "admin_api_key", None))
+
+
+def add_metrics(target: Any) -> None:
+    """SGLang's /metrics (--enable-metrics): its scheduler's two request gauges, same names and labels
+    (SchedulerMetricsCollector; one tp/pp rank), read at scrape time from the double's counters."""
+    from prometheus_client import CollectorRegistry, Gauge, make_asgi_app  # type: ignore[import-not-found]  # noqa: PLC0415
+    from starlette.routing import Mount  # type: ignore[import-not-found]  # noqa: PLC0415
+
+    registry = CollectorRegistry()
+    labels = {
+        "model_name": SERVED,
+        "engine_type": "unified",
+        "tp_rank": "0",
+        "pp_rank": "0",
+        "moe_ep_rank": "0",
+    }
+    running = Gauge(
+        "sglang:num_running_reqs", "The number of running requests.", list(labels), registry=registry
+    )
+    queued = Gauge(
+        "sglang:num_queue_reqs",
+        "The number of requests in the waiting queue.",
+        list(labels),
+        registry=registry,
+    )
+    running.labels(**labels).set_function(lambda: float(RUNNING["reqs"]))
+    queued.labels(**labels).set(0.0)
+    route = Mount("/metrics", make_asgi_app(registry=registry))
+    route.path_regex = re.compile("^/metrics(?P<path>.*)$")  # SGLang's workaround for the 307 redirect
+    target.routes.append(route)
+
+
+if getattr(SERVER, "enable_metrics", False):
+    add_metrics(app)
 
 
 @app.middleware("http")
