@@ -175,3 +175,51 @@ def test_up_from_a_login_shell_without_the_venv_on_path(tmp_path: Path) -> None:
     assert command["command"][0] == str(exe.parent / "ansible-playbook")
     assert playbook in command["command"]
     assert command["env"]["PATH"].split(os.pathsep)[0] == str(exe.parent)
+
+
+def test_up_closes_with_what_was_deployed_where(tmp_path: Path) -> None:
+    """A successful `up` ends with what was deployed where, what the host could not do and the next
+    commands, all from the facts the run exported (real runner; fixture playbook setting the roles'
+    exported facts as a lab run does). In check mode, or when the run failed, no such block."""
+    exe = Path(sys.executable).parent / "sglang-deploy"
+    inventory = PROJECT / "inventory.yml"
+    base = [str(exe), "up", "-i", str(inventory), "--artifacts", str(tmp_path),
+            "--playbook", str(PROJECT.relative_to(REPO) / "up_closing.yml")]  # fmt: skip
+    env = {**os.environ, "LC_ALL": "C.UTF-8"}
+    proc = subprocess.run(base, cwd=REPO, env=env, capture_output=True, text=True, check=False, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    closing = out[out.index("\ndeployed:\n") :]
+    assert "  localhost: release 735752877b66 (/opt/sglang/releases/735752877b66)" in closing
+    assert (
+        "    unit sglang-kimi.service (/etc/systemd/system/sglang-kimi.service): enablement unknown"
+        in closing
+    )
+    assert "    NCCL env /etc/sglang/nccl.env (profile none)" in closing
+    assert "    verify verdict: skipped: not gated: the benchmark and the gate did not run" in closing
+    assert "what could not be done here:" in closing
+    assert (
+        "  localhost: no GPU (lab mode): unit installed (enablement unknown, state unknown), not started"
+        in closing
+    )
+    assert "  localhost: verify gpu, cuda, torch, nccl skipped: no GPU (lab mode)" in closing
+    assert "  localhost: verify http skipped: sglang-kimi not running: not started in lab mode" in closing
+    assert "benchmark and gate not run: verdict skipped" in closing
+    inv = os.path.relpath(inventory, REPO)
+    for command in ("drift", "verify", "releases"):
+        assert f"  sglang-deploy {command} -i {inv}    # " in closing
+    deployed = json.loads((tmp_path / "summary.json").read_text())["deployed"]["localhost"]
+    assert deployed["release_id"] == "735752877b66"
+    assert deployed["lab_mode"] is True
+    assert deployed["verify_layers"]["http"]["status"] == "skipped"
+
+    gpu = subprocess.run([*base, "-e", "fixture_lab_mode=false"], cwd=REPO, env=env, capture_output=True,
+                         text=True, check=False, timeout=300)  # fmt: skip
+    assert gpu.returncode == 0, gpu.stdout + gpu.stderr
+    assert "no GPU (lab mode)" not in gpu.stdout.split("\ndeployed:\n")[1].split("what could not")[0]
+    assert "unit installed" not in gpu.stdout  # the unit was to be started: nothing to say about it
+
+    check = subprocess.run([*base, "--check"], cwd=REPO, env=env, capture_output=True, text=True,
+                           check=False, timeout=300)  # fmt: skip
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "\ndeployed:\n" not in check.stdout

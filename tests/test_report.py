@@ -14,7 +14,15 @@ import pytest
 from sglang_deploy.events import HostResult, HostStart, PlayStart, Stats, TaskStart, parse_event
 from sglang_deploy.known_secrets import VarsReader
 from sglang_deploy.redact import MASK, Redactor, secret_env_values
-from sglang_deploy.report import NO_ROLE, UNGATED_RC, RunRecorder, ungated_hosts, verdict_rc, write_reports
+from sglang_deploy.report import (
+    NO_ROLE,
+    UNGATED_RC,
+    RunRecorder,
+    ungated_hosts,
+    up_closing,
+    verdict_rc,
+    write_reports,
+)
 
 DATA = Path(__file__).parent / "data" / "runner_events"
 T0 = datetime(2026, 11, 29, 12, 0, 0)
@@ -262,3 +270,124 @@ def test_ungated_verdict_gets_its_own_exit_code() -> None:
     assert verdict_rc(0, fine) == 0
     assert verdict_rc(0, {"stats_data": {}}) == 0
     assert ungated_hosts({"stats_data": {"verify_verdicts": "ungated"}}) == []
+
+
+def _result(host: str, action: str, res: dict[str, Any], kind: str = "runner_on_ok") -> dict[str, Any]:
+    """A runner event of a task result as ansible-runner writes it (the fields parse_event reads)."""
+    data = {"host": host, "task": "t", "task_uuid": "u", "resolved_action": action, "res": res}
+    return {"event": kind, "event_data": data}
+
+
+LAB_RUN = [
+    _result("lab1", "ansible.builtin.set_fact", {"ansible_facts": {"preflight_lab_mode": True, "__x": 1}}),
+    _result(
+        "lab1",
+        "ansible.builtin.set_fact",
+        {
+            "ansible_facts": {
+                "sglang_stack_release_id": "r1",
+                "sglang_stack_release_dir": "/opt/sglang/releases/r1",
+                "nccl_env_file": "/etc/sglang/nccl.env",
+                "nccl_env_profile_resolved": "none",
+                "sglang_service_unit_path": "/etc/systemd/system/sglang-kimi.service",
+                "sglang_service_will_start": False,
+            }
+        },
+    ),
+    _result(
+        "lab1", "sglang.deploy.sglang_service_probe", {"probe": {"enabled": "enabled", "active": "inactive"}}
+    ),
+    _result("lab1", "ansible.builtin.set_fact", {"ansible_facts": {"verify_results": {}}}),
+    _result(
+        "lab1",
+        "ansible.builtin.set_fact",
+        {
+            "ansible_facts": {
+                "verify_results": {
+                    "gpu": {"status": "skipped", "reason": "no GPU (lab mode)", "gpus": []},
+                    "nccl": {"status": "skipped", "reason": "no GPU (lab mode)"},
+                    "http": {
+                        "status": "skipped",
+                        "reason": "sglang-kimi not running: not started in lab mode",
+                    },
+                }
+            }
+        },
+    ),
+    _result(
+        "lab1",
+        "ansible.builtin.set_fact",
+        {
+            "ansible_facts": {
+                "verify_verdict": {
+                    "status": "skipped",
+                    "reason": "not gated: the benchmark and the gate did not run",
+                    "failed": [],
+                }
+            }
+        },
+    ),
+    _result(
+        "gpu1",
+        "ansible.builtin.set_fact",
+        {
+            "ansible_facts": {
+                "preflight_lab_mode": False,
+                "sglang_stack_release_id": "r2",
+                "sglang_service_will_start": True,
+                "verify_results": {
+                    "gpu": {"status": "passed", "reason": "8 GPUs"},
+                    "bench": {"status": "passed"},
+                },
+                "verify_verdict": {"status": "passed", "reason": "gate passed"},
+            }
+        },
+    ),
+    _result(
+        "gpu1", "sglang.deploy.sglang_service_probe", {"probe": {"enabled": "enabled", "active": "active"}}
+    ),
+]
+
+
+def test_deployed_comes_from_the_exported_facts_the_last_value_winning() -> None:
+    summary = summarize(replay("", LAB_RUN), 0, "successful")
+    lab = summary["deployed"]["lab1"]
+    assert lab["lab_mode"] is True
+    assert (lab["release_id"], lab["unit_enabled"], lab["unit_active"]) == ("r1", "enabled", "inactive")
+    assert lab["unit_will_start"] is False
+    assert lab["verify_layers"]["gpu"] == {
+        "status": "skipped",
+        "reason": "no GPU (lab mode)",
+    }  # figures dropped
+    assert lab["verdict"]["status"] == "skipped"
+    assert "__x" not in json.dumps(summary["deployed"])  # only the exported facts of KEPT_FACTS
+    assert summary["deployed"]["gpu1"]["os"] is None  # a fact the run did not set: None, not a guess
+
+
+def test_up_closing_says_what_the_lab_host_could_not_do() -> None:
+    lines = [
+        text for text, _ in up_closing(summarize(replay("", LAB_RUN), 0, "successful"), "inventory/lab.yml")
+    ]
+    text = "\n".join(lines)
+    assert "  lab1: release r1 (/opt/sglang/releases/r1)" in lines
+    assert (
+        "    unit sglang-kimi.service (/etc/systemd/system/sglang-kimi.service): enabled, inactive" in lines
+    )
+    assert "  lab1: no GPU (lab mode): unit installed (enabled, inactive), not started" in lines
+    assert "  lab1: verify gpu, nccl skipped: no GPU (lab mode)" in lines
+    assert "  lab1: verify http skipped: sglang-kimi not running: not started in lab mode" in lines
+    assert any(line.startswith("  lab1: benchmark and gate not run: verdict skipped") for line in lines)
+    # the GPU host did everything: it is deployed, and named in no limit
+    assert "  gpu1: release r2 (-)" in lines
+    assert "    unit (unit unknown) (-): enabled, active" in lines
+    limits = text.split("what could not be done here:")[1].split("next:")[0]
+    assert "gpu1" not in limits
+    assert text.endswith("# each host's releases and which one is current")
+    for command in ("drift", "verify", "releases"):
+        assert f"  sglang-deploy {command} -i inventory/lab.yml    # " in text
+
+
+def test_up_closing_without_facts_says_so() -> None:
+    assert up_closing({"deployed": {}}, "inv.yml") == [
+        ("deployed: the run reported no deployment facts (see summary.json)", "bold")
+    ]

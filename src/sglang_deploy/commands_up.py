@@ -5,19 +5,48 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 from dataclasses import replace
+from pathlib import Path
 
-from .commands_run import BAD_INPUT_RC, execute, make_request
-from .report import verdict_rc
+from rich.console import Console
+
+from .commands_run import BAD_INPUT_RC, execute, make_request, out_stream
+from .report import up_closing, verdict_rc
 from .rollout import Rollout, fleet_hosts, fleet_replicas
-from .runner import RunRequest
+from .runner import RunRequest, RunResult
 
 
 def _max_fail_extra(percent: float) -> tuple[str, ...]:
     """The plays of site.yml read sglang_max_fail_percentage (default 100: Ansible's own behaviour)."""
     return (json.dumps({"sglang_max_fail_percentage": percent}),)
+
+
+def inventory_arg(inventory: Path) -> str:
+    """The inventory as the next commands should name it: relative to the current directory when it
+    is below it (`inventory/lab.yml` for `make up`), else absolute."""
+    try:
+        return (
+            os.path.relpath(inventory, Path.cwd()) if inventory.is_relative_to(Path.cwd()) else str(inventory)
+        )
+    except ValueError:
+        return str(inventory)
+
+
+def print_closing(result: RunResult, request: RunRequest, args: argparse.Namespace) -> None:
+    """After a successful, real (not check mode) run: what was deployed where, what could not be done
+    here and the next commands (report.up_closing, from the run's facts)."""
+    if result.rc != 0 or request.check:
+        return
+    stream = out_stream(args)
+    console = Console(file=stream, highlight=False, no_color=not stream.isatty(), soft_wrap=True)
+    try:
+        for text, style in up_closing(result.summary, inventory_arg(request.inventory)):
+            console.print(text, style=style, markup=False, highlight=False)
+    except (OSError, SystemExit):  # the display is gone: the run's status stands
+        return
 
 
 def run(args: argparse.Namespace) -> int:
@@ -28,12 +57,14 @@ def run(args: argparse.Namespace) -> int:
         return BAD_INPUT_RC
     if args.serial is None and args.max_fail_percent is None:
         result = execute(request, args, "up")
+        print_closing(result, request, args)
         return verdict_rc(result.rc, result.summary)
     percent = 0.0 if args.max_fail_percent is None else float(args.max_fail_percent)
     # the option first: an explicit -e sglang_max_fail_percentage=... (later) wins
     request = replace(request, extra_vars=(*_max_fail_extra(percent), *request.extra_vars))
     if args.serial is None:
         result = execute(request, args, "up")
+        print_closing(result, request, args)
         return verdict_rc(result.rc, result.summary)
     return roll(request, args, percent)
 

@@ -58,6 +58,9 @@ class HostResult:
     created: datetime | None
     # changed results: what changed (or would change, in check mode): diff summary + message
     detail: str = ""
+    # what the end-of-run summary of `up` reads (report.deployed): the KEPT_FACTS a task set, and
+    # the unit's state a service probe read from the host (`unit_enabled`, `unit_active`)
+    kept: dict[str, Any] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -161,6 +164,35 @@ def censored_changed(res: Any, stdout: Any) -> bool:
     return isinstance(stdout, str) and _ANSI.sub("", stdout).lstrip().startswith("changed:")
 
 
+# Exported facts of the roles (their READMEs, "Exports") that say what a run deployed; none is a secret.
+KEPT_FACTS = frozenset({
+    "preflight_lab_mode", "preflight_gpu_count", "preflight_os", "sglang_stack_release_id",
+    "sglang_stack_release_dir", "nccl_env_file", "nccl_env_profile_resolved", "sglang_service_unit_path",
+    "sglang_service_will_start", "verify_verdict", "verify_results",
+})  # fmt: skip
+SERVICE_PROBE = "sglang_service_probe"  # sglang.deploy.sglang_service_probe
+
+
+def kept_data(action: str, res: Any) -> dict[str, Any]:
+    """The KEPT_FACTS of a result (verify_results: each layer's status and reason only), and the
+    unit state of a service probe's answer."""
+    if not isinstance(res, dict):
+        return {}
+    facts = res.get("ansible_facts")
+    kept = {k: v for k, v in facts.items() if k in KEPT_FACTS} if isinstance(facts, dict) else {}
+    layers = kept.get("verify_results")
+    if isinstance(layers, dict):
+        kept["verify_results"] = {
+            str(name): {"status": str(r.get("status", "")), "reason": str(r.get("reason", ""))}
+            for name, r in layers.items()
+            if isinstance(r, dict)
+        }
+    probe = res.get("probe")
+    if action.rsplit(".", 1)[-1] == SERVICE_PROBE and isinstance(probe, dict) and "active" in probe:
+        kept["unit_enabled"], kept["unit_active"] = str(probe.get("enabled")), str(probe.get("active"))
+    return kept
+
+
 def _host_result(kind: str, data: dict[str, Any], created: datetime | None, stdout: Any) -> HostResult:
     res = data.get("res")
     outcome = _OUTCOMES[kind]
@@ -169,18 +201,20 @@ def _host_result(kind: str, data: dict[str, Any], created: datetime | None, stdo
     if outcome == "failed" and data.get("ignore_errors"):
         outcome = "ignored"
     message = result_message(res) if outcome in ("failed", "ignored", "unreachable") else ""
+    action = _str(data, "resolved_action") or _str(data, "task_action")
     return HostResult(
         host=_str(data, "host"),
         task_uuid=_str(data, "task_uuid"),
         task=_str(data, "task"),
         role=_str(data, "role"),
-        action=_str(data, "resolved_action") or _str(data, "task_action"),
+        action=action,
         outcome=outcome,
         message=message,
         start=parse_time(data.get("start")),
         end=parse_time(data.get("end")),
         created=created,
         detail=change_summary(res) if outcome == "changed" else "",
+        kept=kept_data(action, res) if outcome in ("ok", "changed") else {},
     )
 
 

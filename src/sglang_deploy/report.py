@@ -112,6 +112,15 @@ class RunRecorder:
             if r.outcome == "changed"
         ]
 
+    def deployed(self) -> dict[str, dict[str, Any]]:
+        """Per host, what the run left there, from the facts its roles exported and the unit state the
+        service probe read (events.KEPT_FACTS; the last value of each wins): see DEPLOYED_KEYS."""
+        facts: dict[str, dict[str, Any]] = {}
+        for result in self.results:
+            if result.kept:
+                facts.setdefault(result.host, {}).update(result.kept)
+        return {host: _deployed(host_facts) for host, host_facts in sorted(facts.items())}
+
     def stats_data(self) -> dict[str, Any]:
         """What the playbook handed over with ansible.builtin.set_stats (already redacted)."""
         return dict(self.stats.custom) if self.stats is not None else {}
@@ -136,6 +145,7 @@ class RunRecorder:
             "failed_tasks": self.failed_tasks(),
             "changed_tasks": self.changed_tasks(),
             "stats_data": self.stats_data(),
+            "deployed": self.deployed(),
             # what ansible printed outside task results (e.g. why a playbook did not even start)
             "output_tail": [self.redact(line) for line in self.output] if rc != 0 else [],
         }
@@ -203,6 +213,28 @@ class RunRecorder:
         return ET.ElementTree(root)
 
 
+# summary.json "deployed": per host, key -> the exported fact it comes from (None where the run set none)
+DEPLOYED_KEYS = {
+    "lab_mode": "preflight_lab_mode",
+    "gpu_count": "preflight_gpu_count",
+    "os": "preflight_os",
+    "release_id": "sglang_stack_release_id",
+    "release_dir": "sglang_stack_release_dir",
+    "unit_path": "sglang_service_unit_path",
+    "unit_will_start": "sglang_service_will_start",
+    "unit_enabled": "unit_enabled",
+    "unit_active": "unit_active",
+    "nccl_env_file": "nccl_env_file",
+    "nccl_profile": "nccl_env_profile_resolved",
+    "verdict": "verify_verdict",
+    "verify_layers": "verify_results",
+}
+
+
+def _deployed(facts: dict[str, Any]) -> dict[str, Any]:
+    return {key: facts.get(fact) for key, fact in DEPLOYED_KEYS.items()}
+
+
 def write_reports(
     recorder: RunRecorder,
     summary: dict[str, Any],
@@ -230,3 +262,75 @@ def ungated_hosts(summary: dict[str, Any]) -> list[str]:
 def verdict_rc(rc: int, summary: dict[str, Any]) -> int:
     """ansible-playbook's status, or UNGATED_RC when it was 0 and a host's verdict is ungated."""
     return UNGATED_RC if rc == 0 and ungated_hosts(summary) else rc
+
+
+Line = tuple[str, str | None]  # a closing line and its rich style (None: plain)
+NEXT_COMMANDS = (
+    ("drift", "check mode: what would change, exit 2 on drift"),
+    ("verify", "the verify layers again, report.md under artifacts/verify/"),
+    ("releases", "each host's releases and which one is current"),
+)
+
+
+def up_closing(summary: dict[str, Any], inventory: str) -> list[Line]:
+    """The closing block of a successful `up`: what was deployed where, what a host could not do (no
+    GPU: what was not started, which verify layers were skipped and why, the benchmark and gate) and
+    the next commands with the inventory flag they need. Every statement comes from the run's
+    `deployed` facts (summary.json); what the run did not report is printed as unknown."""
+    deployed: dict[str, Any] = summary.get("deployed") or {}
+    if not deployed:
+        return [("deployed: the run reported no deployment facts (see summary.json)", "bold")]
+    lines: list[Line] = [("deployed:", "bold")]
+    limits: list[str] = []
+    for host, state in deployed.items():
+        unit_path = str(state.get("unit_path") or "")
+        unit = Path(unit_path).name or "(unit unknown)"
+        release = state.get("release_id") or "unknown"
+        nccl = state.get("nccl_env_file") or "unknown"
+        verdict = state.get("verdict")
+        verdict_text = (
+            f"{verdict.get('status')}: {verdict.get('reason')}" if isinstance(verdict, dict) else "none"
+        )
+        lines += [
+            (f"  {host}: release {release} ({state.get('release_dir') or '-'})", None),
+            (f"    unit {unit} ({unit_path or '-'}): {_unit_state(state)}", None),
+            (f"    NCCL env {nccl} (profile {state.get('nccl_profile') or '-'})", None),
+            (f"    verify verdict: {verdict_text}", None),
+        ]
+        limits += _host_limits(host, state)
+    if limits:
+        lines.append(("what could not be done here:", "bold"))
+        lines += [(line, None) for line in limits]
+    lines.append(("next:", "bold"))
+    lines += [(f"  sglang-deploy {cmd} -i {inventory}    # {why}", None) for cmd, why in NEXT_COMMANDS]
+    return lines
+
+
+def _unit_state(state: dict[str, Any]) -> str:
+    return (
+        f"{state.get('unit_enabled') or 'enablement unknown'}, {state.get('unit_active') or 'state unknown'}"
+    )
+
+
+def _host_limits(host: str, state: dict[str, Any]) -> list[str]:
+    """What the run says this host did not do: the unit not started, the skipped verify layers (with
+    the role's own reasons), no benchmark and gate. Nothing for a host on which all of it ran."""
+    out: list[str] = []
+    why = "no GPU (lab mode): " if state.get("lab_mode") is True else ""
+    if state.get("unit_will_start") is False:
+        started = (
+            "not started" if state.get("unit_active") != "active" else "running (not started by this run)"
+        )
+        out.append(f"  {host}: {why}unit installed ({_unit_state(state)}), {started}")
+    layers: dict[str, Any] = state.get("verify_layers") or {}
+    by_reason: dict[str, list[str]] = {}
+    for name, result in layers.items():
+        if isinstance(result, dict) and result.get("status") == "skipped":
+            by_reason.setdefault(str(result.get("reason", "")), []).append(str(name))
+    out += [f"  {host}: verify {', '.join(names)} skipped: {reason}" for reason, names in by_reason.items()]
+    verdict = state.get("verdict")
+    if layers and "bench" not in layers and isinstance(verdict, dict):
+        out.append(
+            f"  {host}: benchmark and gate not run: verdict {verdict.get('status')}: {verdict.get('reason')}"
+        )
+    return out

@@ -3,6 +3,7 @@ environment without the venv), the lab host's names, ansible-playbook against th
 
 from __future__ import annotations
 
+import configparser
 import json
 import os
 import subprocess
@@ -24,6 +25,18 @@ SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 PASSED_THROUGH = ("DOCKER_", "SGLANG_DEPLOY_")  # what the docker client and the lab's cache dir read
 
 
+def callbacks_without_prefork() -> str:
+    """The checkout's ansible.cfg callbacks without sglang.deploy.prefork: the e2e runs as an installed
+    collection does by default (the callback is opt-in there; the molecule scenarios but nccl_env keep it)."""
+    config = configparser.ConfigParser()
+    config.read(REPO / "ansible.cfg")
+    names = [n.strip() for n in config.get("defaults", "callbacks_enabled", fallback="").split(",")]
+    return ",".join(n for n in names if n and n != "sglang.deploy.prefork")
+
+
+E2E_CALLBACKS = callbacks_without_prefork()
+
+
 def cli_executable() -> Path:
     """.venv/bin/sglang-deploy of the checkout, as the Makefile runs it (else the venv running pytest)."""
     exe = REPO / ".venv" / "bin" / "sglang-deploy"
@@ -43,7 +56,7 @@ def login_shell_env() -> dict[str, str]:
 
 def cli(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
     exe = cli_executable()
-    env = login_shell_env()
+    env = {**login_shell_env(), "ANSIBLE_CALLBACKS_ENABLED": E2E_CALLBACKS}
     assert str(exe.parent) not in env["PATH"].split(os.pathsep)
     assert "VIRTUAL_ENV" not in env
     started = time.monotonic()
@@ -70,7 +83,8 @@ def playbook(
     *args: str, timeout: float = 1800, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """ansible-playbook of the checkout (its ansible.cfg) against the lab inventory by default."""
-    full_env = {**login_shell_env(), "ANSIBLE_FORCE_COLOR": "false", "ANSIBLE_NOCOLOR": "1", **(env or {})}
+    full_env = {**login_shell_env(), "ANSIBLE_CALLBACKS_ENABLED": E2E_CALLBACKS}
+    full_env.update({"ANSIBLE_FORCE_COLOR": "false", "ANSIBLE_NOCOLOR": "1", **(env or {})})
     started = time.monotonic()
     proc = subprocess.run(
         [str(venv_bin() / "ansible-playbook"), *args],

@@ -6,8 +6,10 @@ exactly as the README does."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
-from e2e_lab import ARTIFACTS, LAB_HOST, cli, summary
+from e2e_lab import ARTIFACTS, LAB_HOST, LAB_OVERRIDDEN, cli, lab_exec, summary
 
 pytestmark = pytest.mark.e2e
 
@@ -35,6 +37,46 @@ def test_up_converges_then_changes_nothing(converged_lab: dict[str, object]) -> 
     assert summary()["hosts"][LAB_HOST]["changed"] == 0
     assert summary()["hosts"][LAB_HOST]["failed"] == 0
     assert (ARTIFACTS / "junit.xml").is_file()
+    for run in (str(first["stdout"]), second.stdout):
+        assert_closing(run)
+
+
+def assert_closing(stdout: str) -> None:
+    """The newcomer's closing block of `make up`, checked against the lab host itself: the release
+    `current` points at, the unit's enablement and state as systemd reports them, the lab's limits
+    (no GPU: not started; verify's GPU layers and the benchmark skipped) and the next commands."""
+    assert "\ndeployed:\n" in stdout, stdout[-3000:]
+    closing = stdout[stdout.index("\ndeployed:\n") :]
+    release = lab_exec("readlink", "/opt/sglang/current").strip().rsplit("/", 1)[-1]
+    enabled = lab_exec("systemctl", "is-enabled", "sglang-kimi.service", check=False).strip()
+    active = lab_exec("systemctl", "is-active", "sglang-kimi.service", check=False).strip()
+    assert (enabled, active) == ("enabled", "inactive")  # lab mode: installed and enabled, not started
+    assert f"  {LAB_HOST}: release {release} (/opt/sglang/releases/{release})" in closing
+    assert (
+        f"    unit sglang-kimi.service (/etc/systemd/system/sglang-kimi.service): {enabled}, {active}"
+        in closing
+    )
+    assert "    NCCL env /etc/sglang/nccl.env (profile none)" in closing
+    assert "what could not be done here:" in closing
+    assert f"  {LAB_HOST}: no GPU (lab mode): unit installed ({enabled}, {active}), not started" in closing
+    assert f"  {LAB_HOST}: verify gpu, cuda, torch, nccl skipped: no GPU (lab mode)" in closing
+    assert f"  {LAB_HOST}: benchmark and gate not run: verdict skipped" in closing
+    for command in ("drift", "verify", "releases"):
+        assert f"  sglang-deploy {command} -i inventory/lab.yml    # " in closing
+
+
+def test_up_runs_as_an_installed_collection_without_the_prefork_callback(
+    converged_lab: dict[str, object],
+) -> None:
+    """The e2e runs with the checkout's callbacks minus sglang.deploy.prefork (e2e_lab.E2E_CALLBACKS),
+    the default of an installed collection: ansible-playbook got that setting (runner's command record)."""
+    if LAB_OVERRIDDEN:
+        pytest.skip("SGLANG_E2E_LAB: the lab was converged by ansible-playbook, not the CLI")
+    run_id = summary()["run_id"]
+    command = json.loads((ARTIFACTS / "runner" / "artifacts" / run_id / "command").read_text())
+    callbacks = command["env"]["ANSIBLE_CALLBACKS_ENABLED"].split(",")
+    assert "sglang.deploy.prefork" not in callbacks
+    assert "ansible.posix.profile_tasks" in callbacks
 
 
 def test_bad_input_fails_and_names_the_task(converged_lab: dict[str, object]) -> None:
