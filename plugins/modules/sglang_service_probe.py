@@ -3,22 +3,15 @@
 """Read-only probe of the service's inputs and managed paths on the host, in one round trip.
 
 module: sglang.deploy.sglang_service_probe (returns `probe`; changes nothing)
-SPEC: {"nccl_env": path or "", "current": path, "modprobe": path, "groups": [names],
-       "dropin_dir": path, "paths": [{"path", "owner", "group", "mode"}], "unit": path,
-       "key_file": {"path", "owner", "group", "mode"} or null, "key_path": path,
-       "files": [paths], "config_paths": [{"path", "owner", "group", "mode"}], "user": name,
-       "service": unit name, "legacy_key_files": [paths], "devices": bool, "addresses": bool}
-Answers: the NCCL env file's sha256 (when asked), where `current` resolves (as stat's lnk_source),
-whether nvidia-modprobe exists, which of the groups exist, the files in the unit's drop-in directory,
-the managed directories that are missing or whose owner, group or mode differ, whether the unit file
-exists, and whether the API key file is missing or has another owner, group or mode. For the fast
-path of a rerun (the role skips its install tasks when all of these match what it would write): the
-sha256, owner, group and mode of each of `files` (never the key file: its content is a secret), the
-configuration directories that drift, the service user's passwd entry and groups, whether the key
-file exists, and `systemctl is-enabled` / `is-active` of the service. For the key delivery and the
-unit's policies: which of `legacy_key_files` (key files of earlier versions) exist, the /dev/nvidia*
-character devices (`devices`: for DeviceAllow=) and the interface addresses with their prefix
-(`addresses`: `ip -j addr`, for the default IPAddressAllow=).
+SPEC: {"nccl_env": path or "", "current": path, "modprobe": path, "unit": path, "service": unit name,
+       "process": {...} or null, "devices": bool, "addresses": bool}
+Answers what the role's host state (roles/sglang_service/vars/main.yml, applied by the module
+sglang.deploy.managed_state) cannot describe, and what the unit is rendered from: the NCCL env
+file's sha256 (when asked), where `current` resolves (as stat's lnk_source), whether
+nvidia-modprobe exists, whether the unit file exists, `systemctl is-active` of the service, the
+/dev/nvidia* character devices (`devices`: for DeviceAllow=), the interface addresses with their
+prefix (`addresses`: `ip -j addr`, for the default IPAddressAllow=) and the running process' drift.
+Files, directories, the user and the enablement are not read here: managed_state compares them.
 Only `current` is required: the verify role asks for `current` and `service` alone (layer 5: where
 current points and whether the unit is active, in one round trip).
 
@@ -42,10 +35,8 @@ rotated key) is drift too, compared by sha256 only.
 from __future__ import annotations
 
 import glob
-import grp
 import json
 import os
-import pwd
 import stat
 import subprocess
 from typing import Any
@@ -53,10 +44,7 @@ from typing import Any
 from ansible_collections.sglang.deploy.plugins.module_utils.host_state import (
     compare_process,
     exit_with_probe,
-    name_of,
-    owner_mode,
     parse_env_file,
-    path_drift,
     read_process,
     sha256,
 )
@@ -74,41 +62,6 @@ extends_documentation_fragment: [sglang.deploy.probe]
 """
 
 RETURN = r"""probe: {description: The answers the docstring lists., returned: always, type: dict}"""
-
-
-def file_state(path: str) -> dict[str, str] | None:
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return None
-    if not os.path.isfile(path) or os.path.islink(path):
-        return {"type": "not a regular file"}
-    return {
-        "sha256": sha256(path) or "",
-        **owner_mode(st),
-    }
-
-
-def user_state(name: str) -> dict[str, Any] | None:
-    try:
-        entry = pwd.getpwnam(name)
-    except KeyError:
-        return None
-    return {
-        "group": name_of(grp.getgrgid, entry.pw_gid),
-        "groups": sorted(g.gr_name for g in grp.getgrall() if name in g.gr_mem),
-        "home": entry.pw_dir,
-        "shell": entry.pw_shell,
-        "comment": entry.pw_gecos,
-    }
-
-
-def group_exists(name: str) -> bool:
-    try:
-        grp.getgrnam(name)
-    except KeyError:
-        return False
-    return True
 
 
 def systemctl(verb: str, unit: str) -> str:
@@ -230,39 +183,13 @@ def probe(spec: dict[str, Any]) -> dict[str, Any]:
         release = f"(not a link) {current}"
     else:
         release = "(missing)"
-    try:
-        dropins = sorted(
-            e.name for e in os.scandir(spec["dropin_dir"]) if not e.is_dir(follow_symlinks=False)
-        )
-    except (OSError, KeyError):
-        dropins = []
-    existing = set()
-    for name in spec.get("groups", []):
-        try:
-            grp.getgrnam(name)
-            existing.add(name)
-        except KeyError:
-            pass
     return {
         "nccl_sha256": sha256(spec["nccl_env"]) if spec.get("nccl_env") else None,
         "release": release,
         "modprobe": os.path.isfile(spec["modprobe"]) if spec.get("modprobe") else False,
-        "groups": [g for g in spec.get("groups", []) if g in existing],
-        "dropins": dropins,
-        "paths_drift": path_drift(spec.get("paths", [])),
         "unit_exists": os.path.isfile(spec["unit"]) if spec.get("unit") else False,
-        # the key file's presence, owner and mode only (its content is a secret: never read here)
-        "key_file": path_drift([spec["key_file"]]) if spec.get("key_file") else [],
-        "key_exists": os.path.lexists(spec["key_path"]) if spec.get("key_path") else False,
-        "files": {path: file_state(path) for path in spec.get("files", [])},
-        "config_drift": path_drift(spec.get("config_paths", [])),
-        "user": user_state(spec["user"]) if spec.get("user") else None,
-        "group_exists": group_exists(spec["group"]) if spec.get("group") else False,
-        "enabled": systemctl("is-enabled", spec["service"]) if spec.get("service") else "unknown",
         "active": systemctl("is-active", spec["service"]) if spec.get("service") else "unknown",
         "process": process_state(spec["process"], release) if spec.get("process") else None,
-        # presence only (an old key file is removed unread)
-        "legacy_key_files": [p for p in spec.get("legacy_key_files", []) if os.path.lexists(p)],
         "nvidia_devices": nvidia_devices() if spec.get("devices") else [],
         "addresses": addresses() if spec.get("addresses") else [],
     }

@@ -32,6 +32,10 @@ DROPIN = "/etc/systemd/system/sglang-kimi.service.d/override.conf"
 CLOCK = {"start": time.monotonic()}  # reset when the module's rounds begin (after the session converge)
 MASK = "********"
 
+SERVICE_STATE = (
+    "sglang_service : Apply the service's host state (user, directories, launcher, launch-args.json, "
+    "key file, unit, drop-ins, enablement)"
+)
 # tamper id -> (shell command run in the lab host, task that must report it, text its detail names)
 TAMPERS: dict[str, tuple[str, str, str]] = {
     "nccl_value_edited": (
@@ -41,25 +45,25 @@ TAMPERS: dict[str, tuple[str, str, str]] = {
     ),
     "unit_edited": (
         "sed -i 's|^ExecStart=.*|ExecStart=/bin/sleep infinity|' /etc/systemd/system/sglang-kimi.service",
-        "sglang_service : Render the systemd unit",
-        "",
+        SERVICE_STATE,
+        "/etc/systemd/system/sglang-kimi.service: +",
     ),
     "dropin_replaces_execstart": (
         f"mkdir -p {Path(DROPIN).parent} && "
         f"printf '[Service]\\nExecStart=\\nExecStart=/bin/sleep 1\\n' > {DROPIN}",
-        "sglang_service : Remove drop-ins of the service unit the project did not write",
-        "override.conf",
+        SERVICE_STATE,
+        "override.conf: state: file -> absent",
     ),
     "api_key_file_deleted": (
         "rm -f /etc/sglang/sglang-config.yaml",
-        # the write itself is no_log: this report names the file (never its content)
-        "sglang_service : Report a missing API key file or its drifted owner or mode (drift)",
-        "/etc/sglang/sglang-config.yaml: missing",  # a path is not a secret: the CLI leaves it readable
+        # the state module names the file, never its content (a path is not a secret: readable)
+        SERVICE_STATE,
+        "/etc/sglang/sglang-config.yaml: would be created",
     ),
     "service_stopped_and_disabled": (
         "systemctl disable --now sglang-kimi.service",
-        "sglang_service : Enable the service at boot",
-        "",
+        SERVICE_STATE,
+        "sglang-kimi.service: enabled: disabled -> enabled",
     ),
     "patched_file_reverted": (
         # patch 0004 reversed in place with the series' own file

@@ -280,6 +280,12 @@ def _changed_tasks(out: str) -> list[str]:
     return names
 
 
+STATE_TASK = (
+    "sglang_service : Apply the service's host state (user, directories, launcher, launch-args.json, "
+    "key file, unit, drop-ins, enablement)"
+)
+
+
 def test_edited_nccl_value_predicts_no_unit_change(host):
     """check mode predicts what the real run does: nccl_env rewrites the file, the unit stays."""
     unit = host.file(f"/etc/systemd/system/{UNIT}.service").sha256sum
@@ -303,13 +309,12 @@ def test_foreign_dropin_and_directory_owner_are_drift(host):
     assert "/bin/sleep" in _show(host, "ExecStart")
     rc, out = moltest.run_playbook("service.yml", "--check", "--diff")
     assert rc == 0, out[-4000:]
-    changed = _changed_tasks(out)
-    for task in (
-        "Remove drop-ins of the service unit the project did not write",
-        "Create the service's state and cache directories (and restore their owner and mode)",
-    ):
-        assert f"sglang_service : {task}" in changed, out[-4000:]
-    assert "override.conf" in out
+    # one task, the role's state module, names both items in its --diff (and notifies the restart)
+    changed = _changed_tasks_and_handlers(out)
+    assert changed == [STATE_TASK, "sglang_service : Restart sglang service"], out[-4000:]
+    assert f'"path": "{dropin_dir}/override.conf"' in out, out[-4000:]
+    assert '"path": "/var/cache/sglang"' in out, out[-4000:]
+    assert '"owner": "sglang"' in out, out[-4000:]
     assert host.file(f"{dropin_dir}/override.conf").exists, "check mode removed the drop-in"
     before = _start_stamp(host)
     rc, out, recap = run_playbook()
