@@ -24,6 +24,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="also run tests/e2e/test_verify_lab.py (layers 5-9 and autotune's preset sweep against the "
         "protocol double; about 17 min on 2 CPUs; scripts/test e2e passes it)",
     )
+    parser.addoption(
+        "--run-fleet-lab",
+        action="store_true",
+        default=False,
+        help="also run the fleet tests (router + several replica containers, each with its own full "
+        "stack install: ~35 GB of disk and over an hour on 2 CPUs; scripts/test e2e does NOT pass it)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -32,6 +39,9 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.addinivalue_line(
         "markers", "verify_lab: the verify role's layers 5-9 on the lab (--run-verify-lab)"
+    )
+    config.addinivalue_line(
+        "markers", "fleet_lab: a router and several replica containers of their own (--run-fleet-lab)"
     )
 
 
@@ -44,6 +54,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if "verify_lab" in item.keywords:
                 item.add_marker(slow)
+    if not config.getoption("--run-fleet-lab", default=False):
+        fleet = pytest.mark.skip(
+            reason="a router and several replica containers, each with a full stack install (~35 GB, over "
+            "an hour on 2 CPUs): run with `pytest tests/e2e --run-e2e --run-fleet-lab`"
+        )
+        for item in items:
+            if "fleet_lab" in item.keywords:
+                item.add_marker(fleet)
     if config.getoption("--run-e2e", default=False):
         return
     skip = pytest.mark.skip(

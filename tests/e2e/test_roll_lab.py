@@ -36,7 +36,7 @@ from typing import Any
 import pytest
 from e2e_lab import REPO, cli, lab_exec, playbook, venv_bin
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.fleet_lab]
 
 PREFIX = "sglang-lab-roll"
 IP_FORMAT = '{{(index .NetworkSettings.Networks "NET").IPAddress}}'
