@@ -26,7 +26,9 @@ from pathlib import Path
 def read_key(name: str) -> str:
     folder = os.environ.get("CREDENTIALS_DIRECTORY", "")
     if not folder:
-        sys.exit("sglang_router_launch: $CREDENTIALS_DIRECTORY is not set (LoadCredential= missing from the unit)")
+        sys.exit(
+            "sglang_router_launch: $CREDENTIALS_DIRECTORY is not set (LoadCredential= missing from the unit)"
+        )
     key = (Path(folder) / name).read_text(encoding="utf-8").strip()
     if not key:
         sys.exit(f"sglang_router_launch: the credential {name} is empty")
@@ -44,7 +46,9 @@ def split_argv(argv: list[str]) -> tuple[str, list[str]]:
         elif arg.startswith("--api-key-credential="):
             credential = arg.split("=", 1)[1]
         elif arg == "--api-key" or arg.startswith("--api-key="):
-            sys.exit("sglang_router_launch: --api-key on the command line is refused (use --api-key-credential)")
+            sys.exit(
+                "sglang_router_launch: --api-key on the command line is refused (use --api-key-credential)"
+            )
         else:
             rest.append(arg)
     return credential, rest

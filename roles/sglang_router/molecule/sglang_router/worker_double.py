@@ -64,16 +64,26 @@ class Handler(BaseHTTPRequestHandler):
         elif path == "/generate":
             body = json.loads(raw or b"{}")
             n = int((body.get("sampling_params") or {}).get("max_new_tokens") or 4)
-            self._reply(200, {"text": " ".join(f"t{i}" for i in range(n)), "output_ids": list(range(n)),
-                              "meta_info": {"id": "double", "prompt_tokens": 1, "completion_tokens": n,
-                                            "finish_reason": {"type": "length", "length": n}}})
+            self._reply(
+                200,
+                {
+                    "text": " ".join(f"t{i}" for i in range(n)),
+                    "output_ids": list(range(n)),
+                    "meta_info": {
+                        "id": "double",
+                        "prompt_tokens": 1,
+                        "completion_tokens": n,
+                        "finish_reason": {"type": "length", "length": n},
+                    },
+                },
+            )
         else:
             self._reply(404, {"error": f"not served by the double: {path}"})
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self._handle("GET")
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         self._handle("POST")
 
     def log_message(self, *_args: object) -> None:
