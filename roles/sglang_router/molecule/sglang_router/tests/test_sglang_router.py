@@ -24,7 +24,7 @@ testinfra_hosts = ["sgd-sglang_router"]
 
 
 def curl(host, *args: str) -> tuple[int, str]:
-    out = host.check_output("curl -s -w '\\n%%{http_code}' %s", " ".join(args))
+    out = host.check_output("curl -s -w '\\n%{http_code}' " + " ".join(args))
     body, _, code = out.rpartition("\n")
     return int(code), body
 
@@ -47,7 +47,7 @@ def test_release_holds_the_pinned_router(host) -> None:
     )
     assert version == "0.3.2"
     lock = host.file(f"{release}/requirements.lock").content_string
-    entry = lock[lock.index("sglang-router==0.3.2") :]
+    entry = lock[re.search(r"^sglang-router==0\.3\.2 ", lock, re.M).start() :]
     assert set(re.findall(r"--hash=sha256:([0-9a-f]{64})", entry)) == WHEEL_SHA256
     # every line of the lock is pinned with hashes: uv pip sync --require-hashes installed exactly it
     pins = re.findall(r"^([a-z0-9_.-]+)==(\S+) \\$", lock, re.M)
