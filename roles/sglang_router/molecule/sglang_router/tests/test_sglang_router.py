@@ -18,7 +18,7 @@ WHEEL_SHA256 = {
     "ba5a24951e5e0357fe390782fcd1abd861448a87216832dbf2e501a1dd1548eb",
     "40a10f3817b80377c2ceb326b625f24bd06eb97426e5044de722295ec7fa79c0",
 }
-EXPOSURE_MAX = 2.0  # systemd-analyze security of the unit must not get worse than this (README)
+EXPOSURE_MAX = 1.5  # systemd-analyze security: 1.3 measured on Debian 12 (README); must not get worse
 API = "http://127.0.0.1:30080"
 testinfra_hosts = ["sgd-sglang_router"]
 
