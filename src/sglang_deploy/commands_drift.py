@@ -7,10 +7,17 @@ each as a failure of type "drift"; `--json` prints the same as one JSON document
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Any
 
 from .commands_run import BAD_INPUT_RC, execute, make_request, out_stream, print_json, run_paths
 from .runner import RunResult
+
+# The router's worker drift (role sglang_router, tasks/workers.yml): each report task's message, one line
+# per worker, e.g. "router r1: worker http://10.0.0.11:30000 registered but not in the inventory".
+ROUTER_DRIFT = re.compile(
+    r"router \S+: (?:worker \S+ (?:registered but .+|\(\S+\) missing: .+)|not answering on .+)"
+)
 
 NO_DRIFT_RC = 0
 ERROR_RC = 1
@@ -36,6 +43,13 @@ def drift_report(summary: dict[str, Any], playbook_rc: int) -> dict[str, Any]:
             entry["status"] = "failed"
         elif entry["drifted"]:
             entry["status"] = "drift"
+    router = [
+        match.group(0)
+        for entry in hosts.values()
+        for task in entry["drifted"]
+        if task.get("role") == "sglang_router"
+        for match in ROUTER_DRIFT.finditer(task.get("detail") or "")
+    ]
     drifted = sum(len(e["drifted"]) for e in hosts.values())
     errored = playbook_rc != 0 or any(e["status"] in ("failed", "unreachable") for e in hosts.values())
     if errored:
@@ -51,6 +65,7 @@ def drift_report(summary: dict[str, Any], playbook_rc: int) -> dict[str, Any]:
         "rc": rc,
         "playbook_rc": playbook_rc,
         "drifted_tasks": drifted,
+        "router_drift": router,
         "hosts": dict(sorted(hosts.items())),
     }
 
@@ -70,6 +85,7 @@ def render_text(report: dict[str, Any]) -> list[str]:
             lines.append(f"ERROR {host}: {label}: {first}")
         if entry["status"] == "clean":
             lines.append(f"no drift: {host}")
+    lines += [f"ROUTER DRIFT {line}" for line in report.get("router_drift", [])]
     hosts = report["hosts"]
     drifted_hosts = sum(1 for e in hosts.values() if e["drifted"])
     verdict = {

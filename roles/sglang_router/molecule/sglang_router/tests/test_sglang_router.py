@@ -1,0 +1,137 @@
+"""sglang_router on the converged container: the release venv (version, hashes), the unit's hardening,
+the router process as its own user, /health, the workers registered with their own keys, requests
+through the router with and without the key, a worker added by hand reported in check mode and removed
+by a real run, and the key nowhere in /proc/*/cmdline, `systemctl show` or the journal."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import moltest
+
+ROOT = "/opt/sglang-router"
+UNIT = "sglang-router"
+ROUTER_KEY = "Molecule-Router-Key-abcdef012345"  # test-only values (inventory/host_vars)
+WORKER_KEYS = {"w1": "Molecule-W1-Key-0123456789", "w2": "Molecule-W2-Key-9876543210"}
+WHEEL_SHA256 = {
+    "ba5a24951e5e0357fe390782fcd1abd861448a87216832dbf2e501a1dd1548eb",
+    "40a10f3817b80377c2ceb326b625f24bd06eb97426e5044de722295ec7fa79c0",
+}
+EXPOSURE_MAX = 1.5  # systemd-analyze security: 1.3 measured on Debian 12 (README); must not get worse
+API = "http://127.0.0.1:30080"
+testinfra_hosts = ["sgd-sglang_router"]
+
+
+def curl(host, *args: str) -> tuple[int, str]:
+    out = host.check_output("curl -s -w '\\n%{http_code}' " + " ".join(args))
+    body, _, code = out.rpartition("\n")
+    return int(code), body
+
+
+def workers(host) -> list[dict]:
+    code, body = curl(host, "-H", f"'Authorization: Bearer {ROUTER_KEY}'", f"{API}/workers")
+    assert code == 200, body
+    return json.loads(body)["workers"]
+
+
+def test_release_holds_the_pinned_router(host) -> None:
+    current = host.file(f"{ROOT}/current")
+    assert current.is_symlink
+    target = host.check_output(f"readlink {ROOT}/current")
+    assert re.fullmatch(r"releases/[0-9a-f]{12}", target), target
+    release = f"{ROOT}/{target}"
+    assert host.file(f"{release}/.complete").exists
+    version = host.check_output(
+        f"{release}/venv/bin/python -c 'import importlib.metadata as m; print(m.version(\"sglang-router\"))'"
+    )
+    assert version == "0.3.2"
+    lock = host.file(f"{release}/requirements.lock").content_string
+    entry = lock[re.search(r"^sglang-router==0\.3\.2 ", lock, re.M).start() :]
+    assert set(re.findall(r"--hash=sha256:([0-9a-f]{64})", entry)) == WHEEL_SHA256
+    # every line of the lock is pinned with hashes: uv pip sync --require-hashes installed exactly it
+    pins = re.findall(r"^([a-z0-9_.-]+)==(\S+) \\$", lock, re.M)
+    installed = json.loads(host.file(f"{release}/receipt.json").content_string)["versions"]
+    for name, pinned in pins:
+        assert installed.get(name) == pinned or installed.get(name.replace("-", "_")) == pinned, (
+            name,
+            pinned,
+        )
+    # the release id is the lock's sha256 (first 12 hex)
+    digest = host.check_output(f"sha256sum {release}/requirements.lock").split()[0]
+    assert target.endswith(digest[:12])
+    assert host.file(release).user == "root"
+
+
+def test_unit_hardening_and_user(host) -> None:
+    out = host.check_output(f"systemd-analyze security {UNIT}.service --no-pager")
+    exposure = float(re.search(r"Overall exposure level for \S+: ([0-9.]+)", out).group(1))
+    assert exposure <= EXPOSURE_MAX, out[-2000:]
+    assert host.service(UNIT).is_running
+    assert host.service(UNIT).is_enabled
+    pid = host.check_output(f"systemctl show -p MainPID --value {UNIT}")
+    assert host.check_output(f"ps -o user= -p {pid}") == "sglang-router"
+
+
+def test_health_and_auth(host) -> None:
+    assert curl(host, f"{API}/health")[0] == 200
+    assert curl(host, f"{API}/workers")[0] == 401  # admin routes need the router key
+    code, _ = curl(
+        host, "-H", "'Content-Type: application/json'", "-d", '\'{"text": "hi"}\'', f"{API}/generate"
+    )
+    assert code == 401
+    code, body = curl(
+        host, "-H", f"'Authorization: Bearer {ROUTER_KEY}'", "-H", "'Content-Type: application/json'",
+        "-d", "'{\"text\": \"hi\", \"sampling_params\": {\"max_new_tokens\": 3}}'", f"{API}/generate",
+    )  # fmt: skip
+    assert code == 200, body
+    assert json.loads(body)["meta_info"]["completion_tokens"] == 3
+    assert curl(host, "http://127.0.0.1:29000/metrics")[0] == 200
+
+
+def test_workers_registered_with_their_own_keys(host) -> None:
+    listed = {w["url"]: w for w in workers(host)}
+    assert set(listed) == {"http://127.0.0.1:31001", "http://127.0.0.1:31002"}
+    assert all(w["is_healthy"] for w in listed.values())
+    for name in WORKER_KEYS:
+        log = host.file(f"/opt/worker-double/{name}.log").content_string
+        # the router asked each worker with that worker's key (the double logs ok|none|bad, never the key)
+        assert "GET /get_server_info ok" in log or "GET /server_info ok" in log, log
+        assert " bad" not in log, log
+    assert "api_key" not in json.dumps(workers(host))
+
+
+def test_key_nowhere(host) -> None:
+    keys = [ROUTER_KEY, *WORKER_KEYS.values()]
+    cmdlines = host.check_output("cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' ' || true")
+    show = host.check_output(f"systemctl show {UNIT}")
+    journal = host.check_output(f"journalctl -u {UNIT} --no-pager -o cat")
+    unit = host.file(f"/etc/systemd/system/{UNIT}.service").content_string
+    for key in keys:
+        assert key not in cmdlines
+        assert key not in show
+        assert key not in journal
+        assert key not in unit
+    key_file = host.file("/etc/sglang-router/api-key")
+    assert (key_file.user, key_file.group, key_file.mode) == ("root", "root", 0o600)
+
+
+def test_hand_added_worker_is_drift_and_removed(host) -> None:
+    """w3 (a third double, keyless, in no inventory: prepare.yml) added to the router by hand."""
+    auth, json_type = f"'Authorization: Bearer {ROUTER_KEY}'", "'Content-Type: application/json'"
+    body_w3 = '\'{"url": "http://127.0.0.1:31003"}\''
+    code, body = curl(host, "-X", "POST", "-H", auth, "-H", json_type, "-d", body_w3, f"{API}/workers")
+    assert code == 202, body
+    for _ in range(30):
+        if "http://127.0.0.1:31003" in {w["url"] for w in workers(host)}:
+            break
+        host.run("sleep 1")
+    rc, out = moltest.run_playbook("converge.yml", "--check")
+    assert rc == 0, out[-4000:]
+    assert (
+        "router sgd-sglang_router: worker http://127.0.0.1:31003 registered but not in the inventory" in out
+    )
+    assert "http://127.0.0.1:31003" in {w["url"] for w in workers(host)}  # check mode only read
+    rc, out = moltest.run_playbook("converge.yml")
+    assert rc == 0, out[-4000:]
+    assert {w["url"] for w in workers(host)} == {"http://127.0.0.1:31001", "http://127.0.0.1:31002"}

@@ -1,0 +1,66 @@
+"""`sglang-deploy drift` names the router's worker drift (role sglang_router, tasks/workers.yml): the
+report tasks' messages, as change_summary renders a looped debug result, become ROUTER DRIFT lines."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sglang_deploy.commands_drift import drift_report, render_text
+from sglang_deploy.diffs import change_summary
+
+EXTRA = "router r1: worker http://10.0.0.99:30000 registered but not in the inventory"
+MISSING = (
+    "router r1: worker http://10.0.0.12:30000 (gpu-node-02) missing: "
+    "in the inventory and verified, not registered"
+)
+
+
+def looped_debug(messages: list[str]) -> dict[str, Any]:
+    """The result of a looped ansible.builtin.debug task with changed_when: true (as the callback sees it)."""
+    return {
+        "changed": True,
+        "msg": "All items completed",
+        "results": [
+            {"changed": True, "msg": m, "item": f"i{n}", "_ansible_item_label": f"i{n}"}
+            for n, m in enumerate(messages)
+        ],
+    }
+
+
+def summary(*tasks: tuple[str, str, dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "hosts": {"r1": {"ok": 9, "changed": len(tasks), "failed": 0, "unreachable": 0}},
+        "changed_tasks": [
+            {"host": "r1", "task": name, "role": role, "action": "debug", "detail": change_summary(res)}
+            for name, role, res in tasks
+        ],
+        "failed_tasks": [],
+    }
+
+
+def test_router_worker_drift_is_named() -> None:
+    report = drift_report(
+        summary(
+            ("Report the workers registered but not wanted (drift)", "sglang_router", looped_debug([EXTRA])),
+            ("Report the workers missing from the router (drift)", "sglang_router", looped_debug([MISSING])),
+        ),
+        0,
+    )
+    assert report["rc"] == 2
+    assert report["router_drift"] == [EXTRA, MISSING]
+    text = render_text(report)
+    assert f"ROUTER DRIFT {EXTRA}" in text
+    assert f"ROUTER DRIFT {MISSING}" in text
+
+
+def test_other_roles_messages_are_not_router_drift() -> None:
+    report = drift_report(summary(("Some task", "sglang_service", looped_debug([EXTRA]))), 0)
+    assert report["rc"] == 2
+    assert report["router_drift"] == []
+    assert not any(line.startswith("ROUTER DRIFT") for line in render_text(report))
+
+
+def test_no_drift_no_router_lines() -> None:
+    report = drift_report(summary(), 0)
+    assert report["rc"] == 0
+    assert report["router_drift"] == []
