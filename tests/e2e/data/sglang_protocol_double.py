@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import dataclasses
 import json
 import math
@@ -267,17 +268,22 @@ def step_sizes(total: int) -> list[int]:
 
 async def simulate(prompt: Any, max_new_tokens: int) -> AsyncIterator[tuple[list[int], int, bool]]:
     """Yield (ids so far, verify steps, finished) at the configured pace."""
-    await asyncio.sleep(TTFT)
-    rate = tokens_per_s()
-    ids_all = output_ids(max_new_tokens)
-    done = 0
-    for steps, size in enumerate(step_sizes(max_new_tokens), start=1):
-        if steps > 1:
-            await asyncio.sleep(size / rate * SPEC_FACTOR)
-        done += size
-        STATS["steps"] += 1
-        STATS["tokens"] += size
-        yield ids_all[:done], steps, done >= max_new_tokens
+    RUNNING["n"] += 1
+    try:
+        await asyncio.sleep(TTFT)
+        rate = tokens_per_s()
+        ids_all = output_ids(max_new_tokens)
+        done = 0
+        for steps, size in enumerate(step_sizes(max_new_tokens), start=1):
+            if steps > 1:
+                await asyncio.sleep(size / rate * SPEC_FACTOR)
+            done += size
+            STATS["steps"] += 1
+            STATS["tokens"] += size
+            EMITTED.append((time.monotonic(), size))
+            yield ids_all[:done], steps, done >= max_new_tokens
+    finally:
+        RUNNING["n"] -= 1
 
 
 def meta(
@@ -300,6 +306,45 @@ def meta(
     return info
 
 
+RUNNING = {"n": 0}  # requests being generated now (for /metrics)
+EMITTED: collections.deque[tuple[float, int]] = collections.deque(maxlen=100000)  # (when, tokens)
+
+
+def prometheus_metrics() -> bytes:
+    """/metrics as SGLang 0.5.9 serves it with --enable-metrics (prometheus_client's text format, the
+    names and labels of sglang/srt/metrics/collector.py SchedulerMetricsCollector and
+    scheduler_metrics_mixin.py): sglang:num_running_reqs, sglang:num_queue_reqs (always 0 here: the
+    double queues nothing), sglang:gen_throughput (tokens of the last 5 s per second) and, with a
+    speculative algorithm, sglang:spec_accept_length (tokens per verify step so far)."""
+    from prometheus_client import CollectorRegistry, Gauge, generate_latest  # noqa: PLC0415
+
+    labels = {
+        "model_name": SERVED,
+        "engine_type": "unified",
+        "tp_rank": "0",
+        "pp_rank": "0",
+        "moe_ep_rank": "0",
+    }
+    registry = CollectorRegistry()
+    now = time.monotonic()
+    recent = sum(size for when, size in EMITTED if now - when <= 5.0)
+    values = {
+        "sglang:num_running_reqs": ("The number of running requests.", float(RUNNING["n"])),
+        "sglang:num_queue_reqs": ("The number of requests in the waiting queue.", 0.0),
+        "sglang:gen_throughput": ("The generation throughput (token/s).", recent / 5.0),
+    }
+    if SPECULATIVE:
+        accept = STATS["tokens"] / STATS["steps"] if STATS["steps"] else 0.0
+        values["sglang:spec_accept_length"] = (
+            "The average acceptance length of speculative decoding.",
+            accept,
+        )
+    for name, (doc, value) in values.items():
+        Gauge(name, doc, labelnames=list(labels), registry=registry).labels(**labels).set(value)
+    data: bytes = generate_latest(registry)
+    return data
+
+
 app = FastAPI()
 add_api_key_middleware(app, api_key=SERVER.api_key, admin_api_key=getattr(SERVER, "admin_api_key", None))
 
@@ -317,6 +362,13 @@ async def log_request(request: Request, call_next: Any) -> Response:
 @app.get("/health_generate")
 async def health() -> Response:
     return Response(status_code=503 if MINE.double_unhealthy else 200)
+
+
+if getattr(SERVER, "enable_metrics", False):  # as http_server.py mounts /metrics only with --enable-metrics
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(content=prometheus_metrics(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
 
 @app.get("/get_model_info")
