@@ -316,7 +316,11 @@ def prometheus_metrics() -> bytes:
     scheduler_metrics_mixin.py): sglang:num_running_reqs, sglang:num_queue_reqs (always 0 here: the
     double queues nothing), sglang:gen_throughput (tokens of the last 5 s per second) and, with a
     speculative algorithm, sglang:spec_accept_length (tokens per verify step so far)."""
-    from prometheus_client import CollectorRegistry, Gauge, generate_latest  # noqa: PLC0415
+    from prometheus_client import (  # type: ignore[import-not-found]  # noqa: PLC0415
+        CollectorRegistry,
+        Gauge,
+        generate_latest,
+    )
 
     labels = {
         "model_name": SERVED,
