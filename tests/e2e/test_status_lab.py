@@ -13,7 +13,13 @@ bind 0.0.0.0 (test only: sglang_allow_unauthenticated_bind).
 
 Cases: status --json lists both replicas healthy in the router with release, verdict and metrics, and
 writes the scrape-target file; verify.yml's router benchmark prints fleet throughput and says
-`ungated`; after `systemctl stop` of one unit status shows it down and exits 7."""
+`ungated`; after `systemctl stop` of one unit status shows it down and exits 7.
+
+Measured 2026-12-01 on the shared 2-CPU machine at load average 22-30 (its steps run by hand on these
+containers after a first whole-file run was stopped by its 25-min wrapper during the stack install):
+site.yml on both replicas 30 min, verify.yml 5 min (fleet C=1 96.2 tok/s beside 93.4 / 93.3 per
+replica, C=4 378.1 beside 363.8 / 362.2), each status run about 5 min (a task took 40-130 s there).
+On a quiet machine the file needs about 10 min, most of it the two converges and the double's start."""
 
 from __future__ import annotations
 
