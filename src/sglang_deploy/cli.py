@@ -98,6 +98,22 @@ def _add_releases(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     p.set_defaults(handler="sglang_deploy.commands_releases:run")
 
 
+def _add_status(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "status",
+        help="per replica: router membership and health, unit, release, last verdict, /metrics figures",
+        description="Run playbooks/status.yml (read-only: no restart, no request that generates) and "
+        "print one row per replica: its membership and health in every router (sglang_routers), the "
+        "unit, the release, the last verify verdict and, from SGLang's /metrics (--enable-metrics), "
+        "running and queued requests, generation throughput and the speculative accept length (n/a "
+        "with why). Writes sglang_prometheus_targets_file (file_sd JSON) when the inventory sets it. "
+        "Exit status: 0 every replica healthy and in its router(s), 7 a replica down or out of a "
+        "router (or a router not answering), else ansible-playbook's (2 failed, 4 unreachable).",
+    )
+    add_run_options(p, playbook=None, json_output=True)
+    p.set_defaults(handler="sglang_deploy.commands_status:run")
+
+
 def _add_rollback(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "rollback",
@@ -174,7 +190,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for add in (_add_lab, _add_up, _add_drift, _add_verify, _add_releases, _add_rollback, _add_autotune):
+    for add in (
+        _add_lab,
+        _add_up,
+        _add_drift,
+        _add_verify,
+        _add_releases,
+        _add_status,
+        _add_rollback,
+        _add_autotune,
+    ):
         add(sub)
     return parser
 

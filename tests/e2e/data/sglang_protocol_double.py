@@ -43,7 +43,8 @@ appended to ``double-requests.log`` in the working directory (the unit's state d
 can tell which requests a run sent (e.g. none that generates in check mode).
 
 With ``--enable-metrics`` (SGLang's flag, as the real server) ``/metrics`` serves Prometheus text with
-SGLang 0.5.9's scheduler gauges ``sglang:num_running_reqs`` and ``sglang:num_queue_reqs`` (the same
+SGLang 0.5.9's scheduler gauges ``sglang:num_running_reqs``, ``sglang:num_queue_reqs``, ``sglang:gen_throughput``
+and ``sglang:spec_accept_length`` (the same
 names, documentation strings and labels as ``sglang/srt/metrics/collector.py``, through
 ``prometheus_client`` of the release venv): the requests generating now, and 0 queued (the double
 queues nothing). The rolling upgrade's drain reads them; without the flag ``/metrics`` is a 404, as on
@@ -54,12 +55,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import dataclasses
 import json
 import math
 import os
 import random
-import re
 import sys
 import time
 import uuid
@@ -231,8 +232,6 @@ ACCEPT = float(RELEASE.get("accept_length", MINE.double_accept_length)) if SPECU
 SPEC_FACTOR = float(RELEASE.get("spec_step_factor", 1.0)) if SPECULATIVE else 1.0
 SERVED = SERVER.served_model_name or SERVER.model_path
 STATS = {"steps": 0, "tokens": 0}
-# requests inside simulate() now (sglang:num_running_reqs of /metrics)
-RUNNING = {"reqs": 0}
 
 try:
     from transformers import AutoTokenizer  # type: ignore[import-not-found]
@@ -276,8 +275,8 @@ def step_sizes(total: int) -> list[int]:
 
 
 async def simulate(prompt: Any, max_new_tokens: int) -> AsyncIterator[tuple[list[int], int, bool]]:
-    """Yield (ids so far, verify steps, finished) at the configured pace; counted as running meanwhile."""
-    RUNNING["reqs"] += 1
+    """Yield (ids so far, verify steps, finished) at the configured pace."""
+    RUNNING["n"] += 1
     try:
         await asyncio.sleep(TTFT)
         rate = tokens_per_s()
@@ -289,9 +288,10 @@ async def simulate(prompt: Any, max_new_tokens: int) -> AsyncIterator[tuple[list
             done += size
             STATS["steps"] += 1
             STATS["tokens"] += size
+            EMITTED.append((time.monotonic(), size))
             yield ids_all[:done], steps, done >= max_new_tokens
     finally:
-        RUNNING["reqs"] -= 1
+        RUNNING["n"] -= 1
 
 
 def meta(
@@ -314,17 +314,22 @@ def meta(
     return info
 
 
-app = FastAPI()
-add_api_key_middleware(app, api_key=SERVER.api_key, admin_api_key=getattr(SERVER, "admin_api_key", None))
+RUNNING = {"n": 0}  # requests being generated now (for /metrics)
+EMITTED: collections.deque[tuple[float, int]] = collections.deque(maxlen=100000)  # (when, tokens)
 
 
-def add_metrics(target: Any) -> None:
-    """SGLang's /metrics (--enable-metrics): its scheduler's two request gauges, same names and labels
-    (SchedulerMetricsCollector; one tp/pp rank), read at scrape time from the double's counters."""
-    from prometheus_client import CollectorRegistry, Gauge, make_asgi_app  # type: ignore[import-not-found]  # noqa: PLC0415
-    from starlette.routing import Mount  # type: ignore[import-not-found]  # noqa: PLC0415
+def prometheus_metrics() -> bytes:
+    """/metrics as SGLang 0.5.9 serves it with --enable-metrics (prometheus_client's text format, the
+    names and labels of sglang/srt/metrics/collector.py SchedulerMetricsCollector and
+    scheduler_metrics_mixin.py): sglang:num_running_reqs, sglang:num_queue_reqs (always 0 here: the
+    double queues nothing), sglang:gen_throughput (tokens of the last 5 s per second) and, with a
+    speculative algorithm, sglang:spec_accept_length (tokens per verify step so far)."""
+    from prometheus_client import (  # type: ignore[import-not-found]  # noqa: PLC0415
+        CollectorRegistry,
+        Gauge,
+        generate_latest,
+    )
 
-    registry = CollectorRegistry()
     labels = {
         "model_name": SERVED,
         "engine_type": "unified",
@@ -332,24 +337,28 @@ def add_metrics(target: Any) -> None:
         "pp_rank": "0",
         "moe_ep_rank": "0",
     }
-    running = Gauge(
-        "sglang:num_running_reqs", "The number of running requests.", list(labels), registry=registry
-    )
-    queued = Gauge(
-        "sglang:num_queue_reqs",
-        "The number of requests in the waiting queue.",
-        list(labels),
-        registry=registry,
-    )
-    running.labels(**labels).set_function(lambda: float(RUNNING["reqs"]))
-    queued.labels(**labels).set(0.0)
-    route = Mount("/metrics", make_asgi_app(registry=registry))
-    route.path_regex = re.compile("^/metrics(?P<path>.*)$")  # SGLang's workaround for the 307 redirect
-    target.routes.append(route)
+    registry = CollectorRegistry()
+    now = time.monotonic()
+    recent = sum(size for when, size in EMITTED if now - when <= 5.0)
+    values = {
+        "sglang:num_running_reqs": ("The number of running requests.", float(RUNNING["n"])),
+        "sglang:num_queue_reqs": ("The number of requests in the waiting queue.", 0.0),
+        "sglang:gen_throughput": ("The generation throughput (token/s).", recent / 5.0),
+    }
+    if SPECULATIVE:
+        accept = STATS["tokens"] / STATS["steps"] if STATS["steps"] else 0.0
+        values["sglang:spec_accept_length"] = (
+            "The average acceptance length of speculative decoding.",
+            accept,
+        )
+    for name, (doc, value) in values.items():
+        Gauge(name, doc, labelnames=list(labels), registry=registry).labels(**labels).set(value)
+    data: bytes = generate_latest(registry)
+    return data
 
 
-if getattr(SERVER, "enable_metrics", False):
-    add_metrics(app)
+app = FastAPI()
+add_api_key_middleware(app, api_key=SERVER.api_key, admin_api_key=getattr(SERVER, "admin_api_key", None))
 
 
 @app.middleware("http")
@@ -365,6 +374,13 @@ async def log_request(request: Request, call_next: Any) -> Response:
 @app.get("/health_generate")
 async def health() -> Response:
     return Response(status_code=503 if MINE.double_unhealthy else 200)
+
+
+if getattr(SERVER, "enable_metrics", False):  # as http_server.py mounts /metrics only with --enable-metrics
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(content=prometheus_metrics(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
 
 @app.get("/get_model_info")
