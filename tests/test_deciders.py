@@ -1,0 +1,70 @@
+"""One decider per decision: each decision the deployment takes in several places (the NCCL profile,
+the nvidia-smi topology, the bool/int reading of inputs, the lists of allowed names) has ONE
+implementation that every place calls. These tests hold the callers to the same answers."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+import yaml
+from modload import REPO, load_module
+from test_launch_spec import cfg as launch_cfg
+
+launch_spec = load_module("launch_spec_deciders", REPO / "plugins/module_utils/launch_spec.py")
+nccl_filters = load_module("nccl_env_deciders", REPO / "plugins/filter/nccl_env.py")
+EXPORT = REPO / "roles/preflight/tasks/export.yml"
+
+
+def _launch_cfg(**over: Any) -> dict[str, Any]:
+    """The preflight role's launch inputs with the shipped defaults (test_launch_spec.cfg)."""
+    return dict(launch_cfg(**{"nccl_interconnect": "", **over}))
+
+
+PROFILES = ["auto", "pcie", "nvlink", "none"]
+CLASSES = ["", "nvlink", "pcie", "none"]
+
+
+@pytest.mark.parametrize(
+    ("profile", "override", "detected"), list(itertools.product(PROFILES, CLASSES, CLASSES[1:]))
+)
+def test_launch_spec_and_nccl_env_resolve_the_same_profile(
+    profile: str, override: str, detected: str
+) -> None:
+    """The launch spec (what preflight exports) names the profile the nccl_env role renders, also when
+    the inventory sets nccl_env_interconnect (it was ignored by the launch spec and preflight's export)."""
+    res = launch_spec.resolve(
+        _launch_cfg(nccl_profile=profile, interconnect=detected, nccl_interconnect=override)
+    )
+    assert res["errors"] == []
+    built = nccl_filters.nccl_env_build(
+        profile,
+        {"pcie": {}, "nvlink": {}, "none": {}},
+        interconnect=override,
+        preflight_interconnect=detected,
+    )
+    assert res["spec"]["nccl"]["resolved"] == built["profile"], (profile, override, detected)
+    assert res["spec"]["nccl"]["interconnect"] == built["interconnect"]
+
+
+def test_nccl_env_interconnect_overrides_the_detected_class_in_the_launch_spec() -> None:
+    res = launch_spec.resolve(_launch_cfg(interconnect="nvlink", nccl_interconnect="pcie"))
+    assert res["spec"]["nccl"]["resolved"] == "pcie"
+
+
+def test_bad_nccl_env_interconnect_is_named() -> None:
+    res = launch_spec.resolve(_launch_cfg(interconnect="nvlink", nccl_interconnect="infiniband"))
+    assert any("nccl_env_interconnect='infiniband'" in e for e in res["errors"]), res["errors"]
+
+
+def test_preflight_export_takes_the_profile_from_the_one_decider() -> None:
+    """preflight_nccl_profile_resolved is computed by the collection's decider filter, handed the
+    inventory's nccl_env_interconnect, not by a Jinja expression of its own."""
+    tasks = yaml.safe_load(EXPORT.read_text())
+    facts = next(t for t in tasks if t.get("name") == "Export the preflight facts")[
+        "ansible.builtin.set_fact"
+    ]
+    expr = facts["preflight_nccl_profile_resolved"]
+    assert "sglang.deploy.nccl_profile" in expr, expr
+    assert "nccl_env_interconnect" in expr, expr
