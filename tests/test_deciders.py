@@ -4,6 +4,7 @@ implementation that every place calls. These tests hold the callers to the same 
 
 from __future__ import annotations
 
+import importlib
 import itertools
 from typing import Any
 
@@ -68,3 +69,54 @@ def test_preflight_export_takes_the_profile_from_the_one_decider() -> None:
     expr = facts["preflight_nccl_profile_resolved"]
     assert "sglang.deploy.nccl_profile" in expr, expr
     assert "nccl_env_interconnect" in expr, expr
+
+
+def test_one_lock_parser_for_the_audit_and_the_receipt() -> None:
+    """The host's audit (module sglang_stack_audit) and the receipt's pins (filter
+    sglang_stack_lock_summary) read requirements.lock with module_utils/uv_lock.py."""
+    uv_lock = importlib.import_module("ansible_collections.sglang.deploy.plugins.module_utils.uv_lock")
+    audit = importlib.import_module("ansible_collections.sglang.deploy.plugins.modules.sglang_stack_audit")
+    stack = importlib.import_module("ansible_collections.sglang.deploy.plugins.filter.sglang_stack")
+    assert audit.parse_lock is uv_lock.parse_lock
+    assert stack.FilterModule().filters()["sglang_stack_lock_summary"] is uv_lock.pins
+    lock = (
+        "# via uv\nSGL_Kernel @ https://example.invalid/sgl_kernel-0.3.21.whl \\\n"
+        + "    --hash=sha256:" + "a" * 64
+        + "\ntorch==2.9.1+cu130 ; sys_platform == 'linux' \\\n    --hash=sha256:" + "b" * 64
+        + "\n    # via sglang\n--index-url https://example.invalid/simple\n"
+    )  # fmt: skip
+    assert uv_lock.pins(lock) == {
+        "sgl-kernel": "https://example.invalid/sgl_kernel-0.3.21.whl",
+        "torch": "2.9.1+cu130",
+    }
+    assert all(p["hashed"] for p in uv_lock.parse_lock(lock).values())
+
+
+def test_one_topology_parser() -> None:
+    """nccl_env's standalone detection reads `nvidia-smi topo -m` with preflight's parser."""
+    facts = importlib.import_module("ansible_collections.sglang.deploy.plugins.module_utils.gpu_facts")
+    env = importlib.import_module("ansible_collections.sglang.deploy.plugins.filter.nccl_env")
+    assert env.FilterModule().filters()["nccl_env_interconnect_from_topo"] is facts.interconnect_from_topo
+    sample = (REPO / "tests/data/nvidia-smi/rtxpro6000x8-pcie.topo-m.txt").read_text()
+    assert facts.interconnect_from_topo(sample) == facts.parse_topology(sample)["interconnect"] == "pcie"
+
+
+def test_one_reading_of_bools_and_ints() -> None:
+    """The launch spec and the service filters read bool/int inputs with module_utils/convert.py."""
+    convert = importlib.import_module("ansible_collections.sglang.deploy.plugins.module_utils.convert")
+    spec = importlib.import_module("ansible_collections.sglang.deploy.plugins.module_utils.launch_spec")
+    service = importlib.import_module("ansible_collections.sglang.deploy.plugins.filter.sglang_service")
+    assert spec._bool is convert.as_bool
+    assert spec._int is service._int is convert.as_int
+    assert [convert.as_bool(v) for v in (True, "yes", "Off", 1, 0, 2, "maybe", None)] == [
+        True, True, False, True, False, None, None, None,
+    ]  # fmt: skip
+    assert [convert.as_int(v) for v in (3, " 7 ", "-2", True, "1.5", "\u0661", None)] == [
+        3,
+        7,
+        -2,
+        None,
+        None,
+        None,
+        None,
+    ]

@@ -12,6 +12,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from ansible_collections.sglang.deploy.plugins.module_utils.uv_lock import pins as lock_pins
+
 try:  # pragma: no cover - only inside Ansible
     from ansible.errors import AnsibleFilterError as _FilterError  # type: ignore[import-untyped]
 except ImportError:  # pragma: no cover
@@ -101,31 +103,6 @@ def sglang_stack_release_id(inputs: Mapping[str, Any], length: int = 12) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:length]
 
 
-def sglang_stack_lock_summary(lock_text: str) -> dict[str, str]:
-    """`name==version` (or `name @ url`) lines of a uv lock -> {name: version-or-url}."""
-    pins: dict[str, str] = {}
-    for raw in lock_text.splitlines():
-        line = raw.strip().rstrip("\\").strip()
-        if not line or line.startswith(("#", "-")) or raw.startswith((" ", "\t")):
-            continue
-        if " @ " in line:
-            name, url = line.split(" @ ", 1)
-            pins[name.strip().lower()] = url.split()[0]
-        elif "==" in line:
-            name, version = line.split("==", 1)
-            pins[name.strip().lower()] = version.split()[0].split(";")[0]
-    return pins
-
-
-def sglang_stack_drift(current: Mapping[str, str], recorded: Mapping[str, str]) -> list[str]:
-    """Files of the receipt ({relative path: sha256}) whose current sha256 differs or that are gone.
-
-    `current` comes from sglang_stack_checksums; a file the receipt does not know is ignored
-    (an older receipt).
-    """
-    return sorted(rel for rel, want in recorded.items() if current.get(rel) != want)
-
-
 def sglang_stack_targets(plan: list[Mapping[str, Any]], files: list[str]) -> list[str]:
     """Targets (sglang / flashinfer) of the patches that touch any of `files`."""
     wanted = set(files)
@@ -170,8 +147,7 @@ class FilterModule:
             "sglang_stack_series": sglang_stack_series,
             "sglang_stack_touched": sglang_stack_touched,
             "sglang_stack_release_id": sglang_stack_release_id,
-            "sglang_stack_lock_summary": sglang_stack_lock_summary,
-            "sglang_stack_drift": sglang_stack_drift,
+            "sglang_stack_lock_summary": lock_pins,
             "sglang_stack_targets": sglang_stack_targets,
             "sglang_stack_checksums": sglang_stack_checksums,
             "sglang_stack_target_dists": sglang_stack_target_dists,

@@ -32,7 +32,6 @@ import csv
 import hashlib
 import json
 import os
-import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -43,11 +42,8 @@ from ansible_collections.sglang.deploy.plugins.module_utils.host_state import (
     path_drift,
     site_packages,
 )
+from ansible_collections.sglang.deploy.plugins.module_utils.uv_lock import canon, parse_lock
 
-_NAME = re.compile(r"[-_.]+")
-_PIN = re.compile(
-    r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*(?:==\s*(?P<ver>[^\s;\\]+)|@\s*(?P<url>\S+))"
-)
 CHUNK = 1 << 20
 LISTED = 5  # files named per drifted distribution
 
@@ -61,29 +57,6 @@ extends_documentation_fragment: [sglang.deploy.probe]
 """
 
 RETURN = r"""probe: {description: The answers the docstring lists., returned: always, type: dict}"""
-
-
-def canon(name: str) -> str:
-    return _NAME.sub("-", name).lower()
-
-
-def parse_lock(text: str) -> dict[str, dict[str, Any]]:
-    """uv's requirements.lock -> {name: {"version": v or None, "hashed": bool}}."""
-    pins: dict[str, dict[str, Any]] = {}
-    current: str | None = None
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        if not raw.startswith((" ", "\t")) and not line.startswith("-"):
-            match = _PIN.match(line)
-            current = canon(match["name"]) if match else None
-            if match and current:
-                pins[current] = {"version": match["ver"], "hashed": "--hash=" in line}
-            continue
-        if current and line.startswith("--hash="):
-            pins[current]["hashed"] = True
-    return pins
 
 
 def installed(purelib: Path) -> dict[str, dict[str, str]]:
