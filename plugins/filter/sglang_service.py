@@ -8,7 +8,6 @@ builds flags.
 
 - ``sglang_service_check``: the service-only inputs (a dict) -> errors naming variable, value, allowed.
 - ``sglang_service_exec_start``: argv -> ``ExecStart=`` value, one flag per continuation line.
-- ``sglang_service_systemd_quote``: one word quoted for a systemd command line.
 - ``sglang_service_env_line``: NAME + value -> a quoted ``Environment=`` assignment.
 - ``sglang_service_credential_check``: the key-delivery, device and address inputs -> errors.
 - ``sglang_service_device_allow``: the /dev/nvidia* nodes the host has (+ the GPU count) -> the
@@ -268,7 +267,6 @@ class FilterModule:
         return {
             "sglang_service_check": sglang_service_check,
             "sglang_service_exec_start": sglang_service_exec_start,
-            "sglang_service_systemd_quote": sglang_service_systemd_quote,
             "sglang_service_env_line": sglang_service_env_line,
             "sglang_service_credential_check": sglang_service_credential_check,
             "sglang_service_device_allow": sglang_service_device_allow,

@@ -26,8 +26,21 @@ DOCUMENTATION = r"""
 module: nccl_env_probe
 short_description: Read-only probe of the NCCL environment file and its directory (sha256, owner, group, mode)
 description:
-  - "The keys of O(spec): file: path."
+  - Answers C(file) (sha256, owner, group, mode; null when missing) and C(dir) (owner, group, mode of
+    its directory).
+options:
+  spec:
+    suboptions:
+      file: {description: The NCCL environment file., type: path, required: true}
 extends_documentation_fragment: [sglang.deploy.probe]
+"""
+
+EXAMPLES = r"""
+- name: Probe the NCCL environment file
+  sglang.deploy.nccl_env_probe:
+    spec:
+      file: /etc/sglang/nccl.env
+  register: __probe
 """
 
 RETURN = r"""probe: {description: The answers the docstring lists., returned: always, type: dict}"""
