@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import importlib
 import itertools
+import os
+import re
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from modload import REPO, load_module
+from modload import REPO, load_module, local_ansible_env
 from test_launch_spec import cfg as launch_cfg
 
 launch_spec = load_module("launch_spec_deciders", REPO / "plugins/module_utils/launch_spec.py")
@@ -120,3 +124,38 @@ def test_one_reading_of_bools_and_ints() -> None:
         None,
         None,
     ]
+
+
+def test_one_atomic_link_switch(tmp_path: Path) -> None:
+    """The stack role switches current with ansible.builtin.file (force: a temporary link + rename(2)),
+    as deploy_state's switch_link does in Python; no task moves a link by hand (mv -T, ln -sfn)."""
+    for path in REPO.glob("roles/*/tasks/*.yml"):
+        for line in path.read_text().splitlines():
+            assert "ln -s" not in line, (path, line)
+            assert "[ln," not in line, (path, line)
+            assert not (re.search(r"\bmv\b", line) and "current" in line), (path, line)
+    activate = yaml.safe_load((REPO / "roles/sglang_stack/tasks/activate.yml").read_text())
+    switch = next(t for t in activate if str(t.get("name", "")).startswith("Switch current"))
+    assert switch["ansible.builtin.file"]["state"] == "link"
+    assert switch["ansible.builtin.file"]["force"] is True
+    (tmp_path / "releases/r1").mkdir(parents=True)
+    (tmp_path / "releases/r2").mkdir()
+    (tmp_path / "current").symlink_to("releases/r1")
+
+    def switch(*extra: str) -> subprocess.CompletedProcess[str]:
+        args = f"src=releases/r2 dest={tmp_path}/current state=link force=true"
+        cmd = [str(REPO / ".venv/bin/ansible"), "localhost", "-c", "local", "-m", "ansible.builtin.file"]
+        return subprocess.run(
+            [*cmd, "-a", args, *extra], capture_output=True, text=True, env=local_ansible_env(), check=False
+        )
+
+    checked = switch("--check")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "CHANGED" in checked.stdout
+    assert os.readlink(tmp_path / "current") == "releases/r1"  # check mode changes nothing
+    done = switch()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "CHANGED" in done.stdout
+    assert os.readlink(tmp_path / "current") == "releases/r2"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["current", "releases"]  # no temporary link left
+    assert "SUCCESS" in switch().stdout  # idempotent
