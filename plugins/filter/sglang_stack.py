@@ -21,11 +21,8 @@ except ImportError:  # pragma: no cover
 
 LAYOUTS = ("repo", "sdist", "site_packages")
 TARGETS = ("sglang", "flashinfer")
-_STRIP_ALIASES = {
-    "site-packages": "site_packages",
-    "sitepackages": "site_packages",
-    "installed": "site_packages",
-}
+# patches/series.yml spells the layout site-packages (as the directory is named)
+_STRIP_ALIASES = {"site-packages": "site_packages"}
 _PLUS_LINE = re.compile(r"^\+\+\+ (?P<path>\S+)", re.M)
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -40,10 +37,6 @@ def _strip_levels(entry: Mapping[str, Any], name: str) -> dict[str, int]:
     if isinstance(raw, Mapping):
         for key, value in raw.items():
             levels[_STRIP_ALIASES.get(str(key), str(key))] = int(value)
-    for layout in LAYOUTS:  # flat spellings: strip_site_packages / strip_repo ...
-        for key in (f"strip_{layout}", f"strip_{layout.replace('_', '-')}"):
-            if key in entry:
-                levels[layout] = int(entry[key])
     if "site_packages" not in levels:
         _fail(f"patch series entry {name!r}: no strip level for the site_packages layout (got {raw!r})")
     return levels
@@ -51,15 +44,15 @@ def _strip_levels(entry: Mapping[str, Any], name: str) -> dict[str, int]:
 
 def sglang_stack_series(data: Any) -> list[dict[str, Any]]:
     """Normalise patches/series.yml into [{name, file, target, sha256, strip: {layout: n}}]."""
-    entries: Any = data.get("patches", data.get("series")) if isinstance(data, Mapping) else data
+    entries: Any = data.get("patches") if isinstance(data, Mapping) else data
     if not isinstance(entries, list):
         _fail(f"patch series: expected a list of patches (or a 'patches:' key), got {type(entries).__name__}")
     out: list[dict[str, Any]] = []
     for index, entry in enumerate(entries, start=1):
         if not isinstance(entry, Mapping):
             _fail(f"patch series entry {index}: expected a mapping, got {entry!r}")
-        file = str(entry.get("file") or entry.get("path") or "")
-        name = str(entry.get("name") or entry.get("id") or file)
+        file = str(entry.get("file") or "")
+        name = str(entry.get("id") or file)
         target = str(entry.get("target", "")).lower()
         sha = str(entry.get("sha256", "")).lower()
         if not file:
