@@ -135,9 +135,9 @@ def test_one_atomic_link_switch(tmp_path: Path) -> None:
             assert "[ln," not in line, (path, line)
             assert not (re.search(r"\bmv\b", line) and "current" in line), (path, line)
     activate = yaml.safe_load((REPO / "roles/sglang_stack/tasks/activate.yml").read_text())
-    switch = next(t for t in activate if str(t.get("name", "")).startswith("Switch current"))
-    assert switch["ansible.builtin.file"]["state"] == "link"
-    assert switch["ansible.builtin.file"]["force"] is True
+    task = next(t for t in activate if str(t.get("name", "")).startswith("Switch current"))
+    assert task["ansible.builtin.file"]["state"] == "link"
+    assert task["ansible.builtin.file"]["force"] is True
     (tmp_path / "releases/r1").mkdir(parents=True)
     (tmp_path / "releases/r2").mkdir()
     (tmp_path / "current").symlink_to("releases/r1")
