@@ -20,6 +20,17 @@ from test_launch_spec import cfg as launch_cfg
 launch_spec = load_module("launch_spec_deciders", REPO / "plugins/module_utils/launch_spec.py")
 nccl_filters = load_module("nccl_env_deciders", REPO / "plugins/filter/nccl_env.py")
 EXPORT = REPO / "roles/preflight/tasks/export.yml"
+# Imported at collection time, as the role plugins import them (FQCN): a test that ran before may have
+# installed Ansible's collection finder, which refuses these imports later.
+_FQCN = "ansible_collections.sglang.deploy.plugins."
+uv_lock = importlib.import_module(_FQCN + "module_utils.uv_lock")
+audit = importlib.import_module(_FQCN + "modules.sglang_stack_audit")
+stack = importlib.import_module(_FQCN + "filter.sglang_stack")
+facts = importlib.import_module(_FQCN + "module_utils.gpu_facts")
+env = importlib.import_module(_FQCN + "filter.nccl_env")
+convert = importlib.import_module(_FQCN + "module_utils.convert")
+spec = importlib.import_module(_FQCN + "module_utils.launch_spec")
+service = importlib.import_module(_FQCN + "filter.sglang_service")
 
 
 def _launch_cfg(**over: Any) -> dict[str, Any]:
@@ -78,9 +89,6 @@ def test_preflight_export_takes_the_profile_from_the_one_decider() -> None:
 def test_one_lock_parser_for_the_audit_and_the_receipt() -> None:
     """The host's audit (module sglang_stack_audit) and the receipt's pins (filter
     sglang_stack_lock_summary) read requirements.lock with module_utils/uv_lock.py."""
-    uv_lock = importlib.import_module("ansible_collections.sglang.deploy.plugins.module_utils.uv_lock")
-    audit = importlib.import_module("ansible_collections.sglang.deploy.plugins.modules.sglang_stack_audit")
-    stack = importlib.import_module("ansible_collections.sglang.deploy.plugins.filter.sglang_stack")
     assert audit.parse_lock is uv_lock.parse_lock
     assert stack.FilterModule().filters()["sglang_stack_lock_summary"] is uv_lock.pins
     lock = (
@@ -98,8 +106,6 @@ def test_one_lock_parser_for_the_audit_and_the_receipt() -> None:
 
 def test_one_topology_parser() -> None:
     """nccl_env's standalone detection reads `nvidia-smi topo -m` with preflight's parser."""
-    facts = importlib.import_module("ansible_collections.sglang.deploy.plugins.module_utils.gpu_facts")
-    env = importlib.import_module("ansible_collections.sglang.deploy.plugins.filter.nccl_env")
     assert env.FilterModule().filters()["nccl_env_interconnect_from_topo"] is facts.interconnect_from_topo
     sample = (REPO / "tests/data/nvidia-smi/rtxpro6000x8-pcie.topo-m.txt").read_text()
     assert facts.interconnect_from_topo(sample) == facts.parse_topology(sample)["interconnect"] == "pcie"
@@ -107,9 +113,6 @@ def test_one_topology_parser() -> None:
 
 def test_one_reading_of_bools_and_ints() -> None:
     """The launch spec and the service filters read bool/int inputs with module_utils/convert.py."""
-    convert = importlib.import_module("ansible_collections.sglang.deploy.plugins.module_utils.convert")
-    spec = importlib.import_module("ansible_collections.sglang.deploy.plugins.module_utils.launch_spec")
-    service = importlib.import_module("ansible_collections.sglang.deploy.plugins.filter.sglang_service")
     assert spec._bool is convert.as_bool
     assert spec._int is service._int is convert.as_int
     assert [convert.as_bool(v) for v in (True, "yes", "Off", 1, 0, 2, "maybe", None)] == [
