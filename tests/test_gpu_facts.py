@@ -1,46 +1,40 @@
 """Tests of the preflight role's nvidia-smi parsers, against recorded output samples.
 
-The code under test is `plugins/filter/gpu_facts.py`, imported from the role
-directory itself: the same file Ansible loads as a filter plugin.
+The code under test is `plugins/module_utils/gpu_facts.py` (the one nvidia-smi parser), loaded by
+path; the preflight filters and the nccl_env role's topology detection call it.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import sys
+import importlib
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+from modload import load_module
 
 REPO = Path(__file__).resolve().parents[1]
 PLUGIN_DIR = REPO / "plugins" / "filter"
+PARSERS = REPO / "plugins" / "module_utils" / "gpu_facts.py"
 DATA = Path(__file__).resolve().parent / "data" / "nvidia-smi"
 
 
-def _load_plugin() -> ModuleType:
-    sys.path.insert(0, str(PLUGIN_DIR))
-    spec = importlib.util.spec_from_file_location("gpu_facts", PLUGIN_DIR / "gpu_facts.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["gpu_facts"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-gf: Any = _load_plugin()
+# the FQCN import the filters use (modload puts .collections on sys.path), so both are one module
+gf: Any = importlib.import_module("ansible_collections.sglang.deploy.plugins.module_utils.gpu_facts")
+filters: Any = load_module("gpu_facts_filters", PLUGIN_DIR / "gpu_facts.py")
 
 
 def sample(name: str) -> str:
     return (DATA / name).read_text(encoding="utf-8")
 
 
-def test_plugin_is_loaded_from_the_role() -> None:
-    assert Path(gf.__file__).resolve() == PLUGIN_DIR / "gpu_facts.py"
-    names = set(gf.FilterModule().filters())
-    assert {"preflight_gpu_query", "preflight_gpu_topology", "preflight_gpu_summary"} <= names
+def test_filters_are_the_parsers() -> None:
+    """The preflight filters are these very functions (one parser, no copy in the filter file)."""
+    assert Path(gf.__file__).resolve() == PARSERS
+    names = filters.FilterModule().filters()
+    assert names["preflight_gpu_query"] is gf.parse_query_gpu
+    assert names["preflight_gpu_topology"] is gf.parse_topology
+    assert names["preflight_gpu_summary"] is gf.summarize_gpus
 
 
 def test_query_h200x2() -> None:

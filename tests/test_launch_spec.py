@@ -101,6 +101,7 @@ def test_production_is_the_seed_command() -> None:
         "profile": "auto",
         "resolved": "pcie",
         "interconnect": "pcie",
+        "reason": "auto -> pcie: preflight detected PCIe (preflight_interconnect)",
         "env_file": "/etc/sglang/nccl.env",
     }
     assert s["model"]["served_name"] == "kimi"
@@ -166,7 +167,9 @@ def test_endpoint_urls() -> None:
 def test_nccl_profile_resolution() -> None:
     assert spec(interconnect="nvlink")["nccl"]["resolved"] == "nvlink"
     assert spec(nccl_profile="none")["nccl"]["resolved"] == "none"
-    assert spec(interconnect="")["nccl"]["resolved"] is None  # unknown until preflight detects it
+    # nothing known: what the nccl_env role renders then (module_utils/nccl_profile.py decides both)
+    assert spec(interconnect="")["nccl"]["resolved"] == "none"
+    assert spec(interconnect="nvlink", nccl_interconnect="pcie")["nccl"]["resolved"] == "pcie"
 
 
 # One row per rule: the input, the text the message must contain (variable and value), and a

@@ -68,10 +68,10 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
 def test_parse_lock_names_versions_and_hash_pins() -> None:
     pins = audit_mod.parse_lock(LOCK)
     assert pins == {
-        "alpha": {"version": "1.0", "hashed": True},
-        "beta-pkg": {"version": "2.0", "hashed": True},
-        "sglang": {"version": "0.5.9", "hashed": False},
-        "gamma": {"version": None, "hashed": False},
+        "alpha": {"version": "1.0", "url": None, "hashed": True},
+        "beta-pkg": {"version": "2.0", "url": None, "hashed": True},
+        "sglang": {"version": "0.5.9", "url": None, "hashed": False},
+        "gamma": {"version": None, "url": "https://example.invalid/gamma-1.0.whl", "hashed": False},
     }
 
 

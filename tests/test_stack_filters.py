@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
-
-REPO = Path(__file__).resolve().parents[1]
+from modload import REPO  # also puts the collection (.collections) on sys.path: the filters import it
 
 
 def _load(name: str, path: Path) -> ModuleType:
@@ -81,20 +80,14 @@ def test_checksums_from_find_keep_only_the_touched_files() -> None:
     assert sums == {"flashinfer/b.py": "2" * 64, "sglang/a.py": "9" * 64}
 
 
-def test_drift_and_targets() -> None:
-    recorded = {"sglang/a.py": "1" * 64, "flashinfer/b.py": "2" * 64}
-    current = {"sglang/a.py": "9" * 64, "flashinfer/b.py": "2" * 64, "sglang/new.py": "3" * 64}
-    drifted = filters.sglang_stack_drift(current, recorded)
-    assert drifted == ["sglang/a.py"]  # a file the receipt does not know (new.py) is ignored
+def test_targets() -> None:
+    drifted = ["sglang/a.py"]
     plan = [
         {"target": "sglang", "touched": ["sglang/a.py"]},
         {"target": "flashinfer", "touched": ["flashinfer/b.py"]},
     ]
     assert filters.sglang_stack_targets(plan, drifted) == ["sglang"]
     assert filters.sglang_stack_target_dists(["sglang", "flashinfer"]) == ["sglang", "flashinfer-python"]
-    # a patched file that is gone counts as drifted
-    assert filters.sglang_stack_drift({"sglang/a.py": "1" * 64}, recorded) == ["flashinfer/b.py"]
-    assert filters.sglang_stack_drift(dict(recorded), recorded) == []
 
 
 LOCK = """\
@@ -110,7 +103,7 @@ torch==2.9.1+cu130 \\
 
 
 def test_lock_summary() -> None:
-    pins = filters.sglang_stack_lock_summary(LOCK)
+    pins = filters.FilterModule().filters()["sglang_stack_lock_summary"](LOCK)
     assert pins["torch"] == "2.9.1+cu130"
     assert pins["sgl-kernel"].endswith(".whl")
 

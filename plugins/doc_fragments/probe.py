@@ -11,7 +11,7 @@ description:
   - One module call is one round trip over a pipelined connection (a script upload is five).
 options:
   spec:
-    description: What to probe (the keys the module's description names).
+    description: What to probe (its keys are the module's suboptions of O(spec)).
     type: dict
     required: true
 author: sglang-deploy contributors

@@ -46,5 +46,4 @@ class FilterModule:
         return {
             "autotune_nccl_choose": autotune_nccl_choose,
             "autotune_preset_choose": autotune_preset_choose,
-            "autotune_preset_name": autotune_preset.candidate_name,
         }

@@ -9,14 +9,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ansible_collections.sglang.deploy.plugins.module_utils.launch_spec import (
-    resolve,
-    shell_command,
-)
+from ansible_collections.sglang.deploy.plugins.module_utils.launch_spec import resolve
 
 
 class FilterModule:
     """Ansible entry point."""
 
     def filters(self) -> dict[str, Callable[..., Any]]:
-        return {"launch_spec": resolve, "launch_spec_command": shell_command}
+        return {"launch_spec": resolve}

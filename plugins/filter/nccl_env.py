@@ -1,9 +1,12 @@
 """Filters of the nccl_env role: build and validate the NCCL environment of the SGLang service.
 
-Pure Python (no Ansible import): tests/test_nccl_env_filters.py loads this file directly.
+Pure Python (no Ansible import): tests/test_nccl_env_filters.py loads this file directly. The profile is
+decided by plugins/module_utils/nccl_profile.py (the one decider, also called by the launch spec and
+preflight's export), the topology read by plugins/module_utils/gpu_facts.py (preflight's parser).
 
 - ``nccl_env_build``: profile + interconnect + safety + user extras/unset -> resolved profile,
   reason line for the file header and the final ordered variable dict (values as strings).
+- ``nccl_profile``: the profile decision alone (preflight's ``preflight_nccl_profile_resolved``).
 - ``nccl_env_errors``: list of human-readable errors for a variable dict (empty = valid). Every
   message names the variable, the bad value and what is allowed.
 """
@@ -14,8 +17,9 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-PROFILES = ("auto", "pcie", "nvlink", "none")
-INTERCONNECTS = ("nvlink", "pcie", "none")
+from ansible_collections.sglang.deploy.plugins.module_utils.gpu_facts import interconnect_from_topo
+from ansible_collections.sglang.deploy.plugins.module_utils.nccl_profile import resolve_profile
+
 PROTOCOLS = ("LL", "LL128", "Simple")
 ALGORITHMS = ("Ring", "Tree", "CollnetDirect", "CollnetChain", "NVLS", "NVLSTree", "PAT")
 P2P_LEVELS = ("LOC", "NVL", "PIX", "PXB", "PHB", "SYS")
@@ -32,7 +36,6 @@ BOOLEAN_NAMES = (
     "TORCH_SYMM_MEM_DISABLE_MULTICAST",
     "NVSHMEM_DISABLE_NVLS",
 )
-INTERCONNECT_LABEL = {"nvlink": "NVLink", "pcie": "PCIe", "none": "no GPU interconnect"}
 
 
 def _as_str(value: Any) -> str:
@@ -138,27 +141,6 @@ def nccl_env_errors(
     return errors
 
 
-def _pick(
-    profile: str, interconnect: str, preflight_interconnect: str, detected_interconnect: str
-) -> tuple[str, str, str]:
-    """(resolved profile, interconnect class, reason) for a requested profile."""
-    if profile != "auto":
-        cls = interconnect or preflight_interconnect or detected_interconnect or "unknown"
-        return profile, cls, f"{profile}: set explicitly (nccl_env_profile)"
-    for value, source in (
-        (interconnect, "nccl_env_interconnect"),
-        (preflight_interconnect, "preflight_interconnect"),
-        (detected_interconnect, "nvidia-smi topo -m"),
-    ):
-        if value:
-            how = "set" if source == "nccl_env_interconnect" else "detected"
-            who = {"preflight_interconnect": "preflight", "nvidia-smi topo -m": "nccl_env"}.get(
-                source, "inventory"
-            )
-            return value, value, f"auto -> {value}: {who} {how} {INTERCONNECT_LABEL[value]} ({source})"
-    return "none", "none", "auto -> none: no interconnect known (no preflight fact, no nvidia-smi)"
-
-
 def nccl_env_build(
     profile: str,
     profile_vars: Mapping[str, Mapping[str, Any]],
@@ -176,7 +158,13 @@ def nccl_env_build(
     Returns {profile, interconnect, reason, vars}. Inputs are assumed validated by the role's
     asserts (profile/interconnect names); the composed vars are validated with nccl_env_errors.
     """
-    resolved, cls, reason = _pick(profile, interconnect, preflight_interconnect, detected_interconnect)
+    decided = resolve_profile(
+        profile,
+        interconnect=interconnect,
+        preflight_interconnect=preflight_interconnect,
+        detected_interconnect=detected_interconnect,
+    )
+    resolved, cls, reason = decided["profile"], decided["interconnect"], decided["reason"]
     env: dict[str, str] = {}
     for name, value in (profile_vars.get(resolved) or {}).items():
         env[name] = _as_str(value)
@@ -190,15 +178,6 @@ def nccl_env_build(
     return {"profile": resolved, "interconnect": cls, "reason": reason, "vars": env}
 
 
-def interconnect_from_topo(topo: str) -> str:
-    """Classify `nvidia-smi topo -m` output: nvlink (any NV# link), pcie (2+ GPUs), none."""
-    # matrix rows start at column 0 with GPU<n>; the header line starts with a tab
-    gpu_rows = [line for line in topo.splitlines() if re.match(r"^GPU\d+\s", line)]
-    if any(re.search(r"\bNV\d+\b", row) for row in gpu_rows):
-        return "nvlink"
-    return "pcie" if len(gpu_rows) >= 2 else "none"
-
-
 class FilterModule:
     """Ansible entry point."""
 
@@ -210,4 +189,5 @@ class FilterModule:
                 e for e in (check_name(n, allowed) for n in names) if e
             ],
             "nccl_env_interconnect_from_topo": interconnect_from_topo,
+            "nccl_profile": resolve_profile,
         }

@@ -1,13 +1,13 @@
 """Filters of the sglang_service role: check the service-only inputs and render the launch spec's argv
 and environment into a systemd unit with safe quoting.
 
-Pure Python (no Ansible import): tests/test_service_filters.py loads this file directly. The argv itself
+Pure Python (no Ansible import): tests/test_service_filters.py loads this file directly. Inputs are read
+as bool/int by plugins/module_utils/convert.py, as the launch spec reads them. The argv itself
 comes from the launch spec (fact preflight_launch_spec, plugins/module_utils/launch_spec.py); nothing here
 builds flags.
 
 - ``sglang_service_check``: the service-only inputs (a dict) -> errors naming variable, value, allowed.
 - ``sglang_service_exec_start``: argv -> ``ExecStart=`` value, one flag per continuation line.
-- ``sglang_service_systemd_quote``: one word quoted for a systemd command line.
 - ``sglang_service_env_line``: NAME + value -> a quoted ``Environment=`` assignment.
 - ``sglang_service_credential_check``: the key-delivery, device and address inputs -> errors.
 - ``sglang_service_device_allow``: the /dev/nvidia* nodes the host has (+ the GPU count) -> the
@@ -22,6 +22,10 @@ import ipaddress
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+from ansible_collections.sglang.deploy.plugins.module_utils.convert import as_int as _int
+from ansible_collections.sglang.deploy.plugins.module_utils.convert import show as _show
+from ansible_collections.sglang.deploy.plugins.module_utils.convert import unset as _unset
 
 # The one word systemd must expand: %d = the unit's credentials directory (LoadCredential=).
 CONFIG_ARG = "%d/sglang-config.yaml"
@@ -39,25 +43,6 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _UNIT_NAME = re.compile(r"^[A-Za-z0-9:_.@-]+$")
 _USER_NAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 _ABS_PATH = re.compile(r"^/[^\s\"'\\$%;]*$")
-
-
-def _unset(value: Any) -> bool:
-    return value is None or (isinstance(value, str) and value.strip() == "")
-
-
-def _int(value: Any) -> int | None:
-    """An int from an int or a decimal string; None when it is neither (bools are not ints)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value):
-        return int(value)
-    return None
-
-
-def _show(value: Any) -> str:
-    return repr(value) if isinstance(value, str) else str(value)
 
 
 def sglang_service_check(cfg: Mapping[str, Any]) -> list[str]:
@@ -282,7 +267,6 @@ class FilterModule:
         return {
             "sglang_service_check": sglang_service_check,
             "sglang_service_exec_start": sglang_service_exec_start,
-            "sglang_service_systemd_quote": sglang_service_systemd_quote,
             "sglang_service_env_line": sglang_service_env_line,
             "sglang_service_credential_check": sglang_service_credential_check,
             "sglang_service_device_allow": sglang_service_device_allow,

@@ -12,6 +12,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from ansible_collections.sglang.deploy.plugins.module_utils.uv_lock import pins as lock_pins
+
 try:  # pragma: no cover - only inside Ansible
     from ansible.errors import AnsibleFilterError as _FilterError  # type: ignore[import-untyped]
 except ImportError:  # pragma: no cover
@@ -19,11 +21,8 @@ except ImportError:  # pragma: no cover
 
 LAYOUTS = ("repo", "sdist", "site_packages")
 TARGETS = ("sglang", "flashinfer")
-_STRIP_ALIASES = {
-    "site-packages": "site_packages",
-    "sitepackages": "site_packages",
-    "installed": "site_packages",
-}
+# patches/series.yml spells the layout site-packages (as the directory is named)
+_STRIP_ALIASES = {"site-packages": "site_packages"}
 _PLUS_LINE = re.compile(r"^\+\+\+ (?P<path>\S+)", re.M)
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -38,10 +37,6 @@ def _strip_levels(entry: Mapping[str, Any], name: str) -> dict[str, int]:
     if isinstance(raw, Mapping):
         for key, value in raw.items():
             levels[_STRIP_ALIASES.get(str(key), str(key))] = int(value)
-    for layout in LAYOUTS:  # flat spellings: strip_site_packages / strip_repo ...
-        for key in (f"strip_{layout}", f"strip_{layout.replace('_', '-')}"):
-            if key in entry:
-                levels[layout] = int(entry[key])
     if "site_packages" not in levels:
         _fail(f"patch series entry {name!r}: no strip level for the site_packages layout (got {raw!r})")
     return levels
@@ -49,15 +44,15 @@ def _strip_levels(entry: Mapping[str, Any], name: str) -> dict[str, int]:
 
 def sglang_stack_series(data: Any) -> list[dict[str, Any]]:
     """Normalise patches/series.yml into [{name, file, target, sha256, strip: {layout: n}}]."""
-    entries: Any = data.get("patches", data.get("series")) if isinstance(data, Mapping) else data
+    entries: Any = data.get("patches") if isinstance(data, Mapping) else data
     if not isinstance(entries, list):
         _fail(f"patch series: expected a list of patches (or a 'patches:' key), got {type(entries).__name__}")
     out: list[dict[str, Any]] = []
     for index, entry in enumerate(entries, start=1):
         if not isinstance(entry, Mapping):
             _fail(f"patch series entry {index}: expected a mapping, got {entry!r}")
-        file = str(entry.get("file") or entry.get("path") or "")
-        name = str(entry.get("name") or entry.get("id") or file)
+        file = str(entry.get("file") or "")
+        name = str(entry.get("id") or file)
         target = str(entry.get("target", "")).lower()
         sha = str(entry.get("sha256", "")).lower()
         if not file:
@@ -99,31 +94,6 @@ def sglang_stack_release_id(inputs: Mapping[str, Any], length: int = 12) -> str:
     """Short sha256 over the canonical JSON of everything that defines a release."""
     blob = json.dumps(inputs, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:length]
-
-
-def sglang_stack_lock_summary(lock_text: str) -> dict[str, str]:
-    """`name==version` (or `name @ url`) lines of a uv lock -> {name: version-or-url}."""
-    pins: dict[str, str] = {}
-    for raw in lock_text.splitlines():
-        line = raw.strip().rstrip("\\").strip()
-        if not line or line.startswith(("#", "-")) or raw.startswith((" ", "\t")):
-            continue
-        if " @ " in line:
-            name, url = line.split(" @ ", 1)
-            pins[name.strip().lower()] = url.split()[0]
-        elif "==" in line:
-            name, version = line.split("==", 1)
-            pins[name.strip().lower()] = version.split()[0].split(";")[0]
-    return pins
-
-
-def sglang_stack_drift(current: Mapping[str, str], recorded: Mapping[str, str]) -> list[str]:
-    """Files of the receipt ({relative path: sha256}) whose current sha256 differs or that are gone.
-
-    `current` comes from sglang_stack_checksums; a file the receipt does not know is ignored
-    (an older receipt).
-    """
-    return sorted(rel for rel, want in recorded.items() if current.get(rel) != want)
 
 
 def sglang_stack_targets(plan: list[Mapping[str, Any]], files: list[str]) -> list[str]:
@@ -170,8 +140,7 @@ class FilterModule:
             "sglang_stack_series": sglang_stack_series,
             "sglang_stack_touched": sglang_stack_touched,
             "sglang_stack_release_id": sglang_stack_release_id,
-            "sglang_stack_lock_summary": sglang_stack_lock_summary,
-            "sglang_stack_drift": sglang_stack_drift,
+            "sglang_stack_lock_summary": lock_pins,
             "sglang_stack_targets": sglang_stack_targets,
             "sglang_stack_checksums": sglang_stack_checksums,
             "sglang_stack_target_dists": sglang_stack_target_dists,

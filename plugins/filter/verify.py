@@ -16,9 +16,7 @@ from ansible_collections.sglang.deploy.plugins.module_utils.verify_gate import (
     check_speculation_gain,
     check_startup,
     combine_repetitions,
-    describe_hardware,
     fingerprint,
-    fingerprint_diff,
     gate,
     gate_outcome,
     gate_table,
@@ -30,7 +28,6 @@ from ansible_collections.sglang.deploy.plugins.module_utils.verify_gate import (
     verdict,
 )
 from ansible_collections.sglang.deploy.plugins.module_utils.verify_scrub import (
-    find_leaks,
     scrub_data,
     scrub_text,
 )
@@ -84,14 +81,12 @@ class FilterModule:
             "verify_summarize": verify_summarize,
             "verify_select_baseline": verify_select_baseline,
             "verify_runs": verify_runs,
-            "verify_describe_hardware": describe_hardware,
             "verify_gate": gate,
             "verify_gate_table": gate_table,
             "verify_baseline_record": baseline_record,
             "verify_records_with": records_with,
             "verify_prompts_per_level": prompts_per_level,
             "verify_fingerprint": fingerprint,
-            "verify_fingerprint_diff": fingerprint_diff,
             "verify_launch_spec_hash": launch_spec_hash,
             "verify_gate_outcome": gate_outcome,
             "verify_check_accept": check_accept,
@@ -101,5 +96,4 @@ class FilterModule:
             "verify_doc_context": verify_doc_context,
             "verify_scrub": scrub_data,
             "verify_scrub_text": scrub_text,
-            "verify_find_leaks": find_leaks,
         }

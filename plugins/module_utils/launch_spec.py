@@ -23,6 +23,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ansible_collections.sglang.deploy.plugins.module_utils import multinode
+from ansible_collections.sglang.deploy.plugins.module_utils.choices import (
+    ATTENTION_BACKENDS,
+    INTERCONNECTS,
+    NCCL_PROFILES,
+)
+from ansible_collections.sglang.deploy.plugins.module_utils.convert import as_bool as _bool
+from ansible_collections.sglang.deploy.plugins.module_utils.convert import as_float as _float
+from ansible_collections.sglang.deploy.plugins.module_utils.convert import as_int as _int
+from ansible_collections.sglang.deploy.plugins.module_utils.convert import show as _show
+from ansible_collections.sglang.deploy.plugins.module_utils.convert import unset as _unset
+from ansible_collections.sglang.deploy.plugins.module_utils.nccl_profile import resolve_profile
 from ansible_collections.sglang.deploy.plugins.module_utils.text_checks import CONTROL
 
 SCHEMA = 1
@@ -40,25 +51,6 @@ API_KEY_PLACEHOLDER_PREFIX = "CHANGE-ME"  # inventory/example/.../vault.yml.exam
 SPEC_V2_ENV = "SGLANG_ENABLE_SPEC_V2"
 LAUNCH_MODULE = "sglang.launch_server"
 PRESET_KEYS = ("speculative", "algorithm", "num_steps", "eagle_topk", "num_draft_tokens", "spec_v2")
-KNOWN_PRESETS = ("production", "baseline", "tree")
-NCCL_PROFILES = ("auto", "pcie", "nvlink", "none", "tuned")
-INTERCONNECTS = ("nvlink", "pcie", "none")
-# SGLang 0.5.9 server_args.py --attention-backend choices.
-ATTENTION_BACKENDS = (
-    "flashinfer",
-    "triton",
-    "torch_native",
-    "fa3",
-    "fa4",
-    "flashmla",
-    "cutlass_mla",
-    "trtllm_mla",
-    "trtllm_mha",
-    "aiter",
-    "wave",
-    "intel_amx",
-    "ascend",
-)
 TP_SIZE_MAX = 64
 DRAFT_VAR = "sglang_speculative_num_draft_tokens"
 ROOT_VAR = "sglang_root (launcher <sglang_root>/current/venv/bin/python)"
@@ -119,56 +111,6 @@ FLAG_REASONS = {
         "(private credentials directory %d): the key is on no command line"
     ),
 }
-
-
-def _unset(value: Any) -> bool:
-    return value is None or (isinstance(value, str) and value.strip() == "")
-
-
-def _int(value: Any) -> int | None:
-    """An int from an int or a decimal string; None otherwise (bools are not ints)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value):
-        return int(value)
-    return None
-
-
-def _bool(value: Any) -> bool | None:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        low = value.strip().lower()
-        if low in ("true", "yes", "on", "1"):
-            return True
-        if low in ("false", "no", "off", "0"):
-            return False
-    if isinstance(value, int) and value in (0, 1):
-        return bool(value)
-    return None
-
-
-def _float(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return None
-    return None
-
-
-def _show(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return str(value).lower()
-    return repr(value) if isinstance(value, str) else str(value)
 
 
 def valid_host(value: Any) -> bool:
@@ -591,6 +533,8 @@ def _url_host(host: str, probe: bool) -> str:
 
 
 def _nccl(cfg: Mapping[str, Any], errors: _Errors) -> dict[str, Any]:
+    """The profile as the nccl_env role renders it: the one decider (module_utils/nccl_profile.py) with
+    the inventory's nccl_env_interconnect (cfg nccl_interconnect) before preflight's detected class."""
     profile = cfg.get("nccl_profile")
     allowed = cfg.get("nccl_profiles_allowed") or list(NCCL_PROFILES)
     if not isinstance(allowed, list) or not all(p in NCCL_PROFILES for p in allowed):
@@ -598,11 +542,19 @@ def _nccl(cfg: Mapping[str, Any], errors: _Errors) -> dict[str, Any]:
     elif profile not in allowed:
         names = ", ".join(allowed)
         errors.bad("sglang_nccl_profile", profile, f"one of sglang_nccl_profiles_allowed: {names}")
+    override = cfg.get("nccl_interconnect") or ""  # "" = not set
     interconnect = cfg.get("interconnect") or ""
     if interconnect and interconnect not in INTERCONNECTS:
         errors.bad("preflight_interconnect", interconnect, f"one of {', '.join(INTERCONNECTS)}")
-    resolved = (interconnect or None) if profile == "auto" else profile
-    return {"profile": profile, "resolved": resolved, "interconnect": interconnect or None}
+    if override and override not in INTERCONNECTS:
+        errors.bad("nccl_env_interconnect", override, f"'' (unknown) or one of {', '.join(INTERCONNECTS)}")
+    decided = resolve_profile(str(profile), interconnect=override, preflight_interconnect=interconnect)
+    return {
+        "profile": profile,
+        "resolved": decided["profile"],
+        "interconnect": decided["interconnect"],
+        "reason": decided["reason"],
+    }
 
 
 def shell_command(spec: Mapping[str, Any]) -> str:

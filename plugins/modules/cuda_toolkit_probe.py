@@ -31,8 +31,45 @@ DOCUMENTATION = r"""
 module: cuda_toolkit_probe
 short_description: Read-only probe of the CUDA toolkit (prerequisites, nvcc, self-test cache, wheel venv)
 description:
-  - "The keys of O(spec): home, packages, needed, selftest_state, selftest_key, wheel, files."
+  - Answers the missing dpkg packages; nvcc (exists, C(nvcc --version) output, sha256); the toolkit files
+    that are missing; the dpkg package that owns nvcc; the self-test cache key and whether the state file
+    holds it; for the wheel method the venv's cuda-toolkit version, its site-packages and where each prefix
+    link points; sha256, owner, group and mode of the given files.
+options:
+  spec:
+    suboptions:
+      home: {description: The toolkit home (CUDA_HOME) probed., type: path, required: true}
+      packages: {description: dpkg packages that must be installed., type: list, elements: str, default: []}
+      needed:
+        description: Files under O(spec.home) the toolkit must have.
+        type: list
+        elements: str
+        default: []
+      selftest_state: {description: The self-test cache file., type: path}
+      selftest_key: {description: The self-test inputs (with nvcc's sha256 the cache key)., type: str}
+      wheel:
+        description: The wheel method's layout.
+        type: dict
+        suboptions:
+          venv: {description: The venv holding the cuda-toolkit wheels., type: path}
+          prefix: {description: The prefix whose links point into the venv., type: path}
+          links: {description: The link names under the prefix., type: list, elements: str}
+      files:
+        description: Files to report (path -> the owner, group and mode they must have).
+        type: dict
 extends_documentation_fragment: [sglang.deploy.probe]
+"""
+
+EXAMPLES = r"""
+- name: Probe the toolkit
+  sglang.deploy.cuda_toolkit_probe:
+    spec:
+      home: /usr/local/cuda-13.0
+      packages: [python3-debian, python3-apt]
+      needed: [bin/nvcc, include/cuda_runtime.h]
+      selftest_state: /var/lib/sglang-deploy/cuda-selftest.json
+      selftest_key: '{"release": "13.0"}'
+  register: __probe
 """
 
 RETURN = r"""probe: {description: The answers the docstring lists., returned: always, type: dict}"""

@@ -81,9 +81,14 @@ options:
         description: The systemd unit whose running process C(status) reports (MainPID, the release it runs).
         type: str
   combination:
-    description: With C(mark_bad) and C(status), the combination a verdict judged (release_id,
-      launch_spec_sha256, env_sha256; more keys are kept).
+    description: With C(mark_bad) and C(status), the combination a verdict judged (more keys are kept).
     type: dict
+    suboptions:
+      release_id: {description: The release C(current) pointed at., type: str}
+      launch_spec_sha256:
+        description: sha256 of the launch spec's flags and environment (no secrets).
+        type: str
+      env_sha256: {description: sha256 of the NCCL environment file., type: str}
   release:
     description: With C(switch), the release to point the link at (the same rules as a restore).
     type: str

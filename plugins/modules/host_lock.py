@@ -67,10 +67,16 @@ options:
     default: 43200
   holder:
     description:
-      - The run, set by the action plugin - C(run_id), C(controller), C(pid), C(pid_start), C(command),
-        C(started_at).
+      - The run, set by the action plugin.
     type: dict
     required: true
+    suboptions:
+      run_id: {description: "The run's id (controller:pid:start).", type: str, required: true}
+      controller: {description: "The controller's host name.", type: str}
+      pid: {description: "The pid of the run's ansible-playbook.", type: int}
+      pid_start: {description: "That process' start time (seconds since the epoch).", type: float}
+      command: {description: Its command line, C(-e) values and secret-named NAME=VALUE hidden., type: str}
+      started_at: {description: When the lock was taken (UTC, ISO 8601)., type: str}
   takeover:
     description: The run id of a holder whose process the action plugin found gone (set by the action plugin).
     type: str

@@ -37,9 +37,25 @@ DOCUMENTATION = r"""
 module: preflight_host_probe
 short_description: Read-only probe of what preflight needs (nvidia-smi, free space under sglang_root)
 description:
-  - "The keys of O(spec): smi_candidates: [paths], root: absolute path, python: an interpreter name
-    or path (optional; answered as C(python): {requested, path})."
+  - Answers C(nvidia_smi) (the first candidate that is an executable file, empty when none), C(root)
+    (the nearest existing ancestor of O(spec.root), its real path, mount point and bytes free for an
+    unprivileged user) and, when asked, C(python) (C(requested), the C(path) it resolves to as uv
+    resolves it, empty when none).
 options:
+  spec:
+    suboptions:
+      smi_candidates:
+        description: Where nvidia-smi is looked for (first executable wins).
+        type: list
+        elements: path
+        required: true
+      root:
+        description: The absolute path whose free space is reported (sglang_root).
+        type: path
+        required: true
+      python:
+        description: An interpreter name or path to resolve (the release venv's interpreter).
+        type: str
   gather_subset:
     description:
       - Host facts to return in C(ansible_facts) as well.
@@ -49,6 +65,17 @@ options:
     elements: str
     default: []
 extends_documentation_fragment: [sglang.deploy.probe]
+"""
+
+EXAMPLES = r"""
+- name: Probe the host and gather the min facts in the same round trip
+  sglang.deploy.preflight_host_probe:
+    spec:
+      smi_candidates: [/usr/bin/nvidia-smi, /usr/local/bin/nvidia-smi]
+      root: /opt/sglang
+      python: python3.12
+    gather_subset: [min]
+  register: __probe
 """
 
 RETURN = r"""

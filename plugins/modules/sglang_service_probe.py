@@ -53,12 +53,71 @@ DOCUMENTATION = r"""
 module: sglang_service_probe
 short_description: Read-only probe of the SGLang service's inputs and managed state on a host
 description:
-  - "The keys of O(spec): see the module's docstring."
+  - "The keys of O(spec) are below; only O(spec.current) is required (the verify role asks for it and
+    O(spec.service) alone)."
   - "With C(process) in O(spec): when the unit is active, its MainPID's argv, environment and release
     are compared on the host with the wanted ExecStart argv, environment and release; C(probe.process)
     holds the masked argv, its sha256, variable names and C(differs) (what differs), never an
     environment value of a secret-looking name."
+options:
+  spec:
+    suboptions:
+      current: {description: The release link; answered as where it resolves., type: path, required: true}
+      service: {description: The unit whose is-enabled / is-active state is answered., type: str}
+      nccl_env: {description: The NCCL env file whose sha256 is answered (empty = not asked)., type: str}
+      modprobe: {description: The nvidia-modprobe path whose existence is answered., type: path}
+      groups: {description: Groups whose existence is answered., type: list, elements: str}
+      dropin_dir: {description: The unit's drop-in directory (its files are listed)., type: path}
+      paths:
+        description: Managed directories (path
+        owner: null
+        group: null
+        mode) that must match.: null
+        type: list
+        elements: dict
+      unit: {description: The unit file whose existence is answered., type: path}
+      key_file: {description: The API key file's path, owner, group and mode (null = no key)., type: dict}
+      key_path: {description: The key file whose existence is answered (never its content)., type: path}
+      files:
+        description: Files whose sha256
+        owner: null
+        group and mode are answered.: null
+        type: list
+        elements: path
+      config_paths:
+        description: Configuration directories (path
+        owner: null
+        group: null
+        mode) that must match.: null
+        type: list
+        elements: dict
+      user: {description: The service user whose passwd entry and groups are answered., type: str}
+      legacy_key_files:
+        description: Key files of earlier versions whose existence is answered.
+        type: list
+        elements: path
+      devices: {description: Answer the /dev/nvidia* character devices., type: bool}
+      addresses: {description: Answer the interface addresses with prefix., type: bool}
+      process:
+        description: The wanted process (unit
+        root: null
+        argv: null
+        env: null
+        env_files: null
+        prefixes: null
+        release: null
+        credentials) to compare with the running one.: null
+        type: dict
 extends_documentation_fragment: [sglang.deploy.probe]
+"""
+
+EXAMPLES = r"""
+- name: Where current points and whether the unit runs
+  sglang.deploy.sglang_service_probe:
+    spec:
+      current: /opt/sglang/current
+      service: sglang-kimi.service
+  register: __probe
 """
 
 RETURN = r"""probe: {description: The answers the docstring lists., returned: always, type: dict}"""

@@ -32,7 +32,6 @@ import csv
 import hashlib
 import json
 import os
-import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -43,11 +42,8 @@ from ansible_collections.sglang.deploy.plugins.module_utils.host_state import (
     path_drift,
     site_packages,
 )
+from ansible_collections.sglang.deploy.plugins.module_utils.uv_lock import canon, parse_lock
 
-_NAME = re.compile(r"[-_.]+")
-_PIN = re.compile(
-    r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*(?:==\s*(?P<ver>[^\s;\\]+)|@\s*(?P<url>\S+))"
-)
 CHUNK = 1 << 20
 LISTED = 5  # files named per drifted distribution
 
@@ -56,34 +52,75 @@ DOCUMENTATION = r"""
 module: sglang_stack_audit
 short_description: Read-only probe of the stack on a host and audit of a release venv against its lock
 description:
-  - "The keys of O(spec): packages, paths, uv, current, releases_dir, release."
+  - The host part answers the system packages not installed, the managed paths whose owner, group or mode
+    differ, whether uv is installed at its pin, where C(current) points and the release directories.
+  - The release part (a release marked complete) compares the installed distributions with the lock's pins
+    (missing, other version, extra), the files of the patched distributions (and with C(records=locked) of
+    every hash-pinned one) with their RECORD, the patched files with the receipt, and the owner of every
+    checked file. RECORD verdicts are cached under each file's stat signature.
+options:
+  spec:
+    suboptions:
+      packages: {description: dpkg packages that must be installed., type: list, elements: str, default: []}
+      paths:
+        description: Managed paths and the owner, group and mode each must have.
+        type: list
+        elements: dict
+        default: []
+        suboptions:
+          path: {description: The path., type: path, required: true}
+          owner: {description: Owner it must have., type: str}
+          group: {description: Group it must have., type: str}
+          mode: {description: Mode it must have (octal string)., type: str}
+      uv:
+        description: The uv install.
+        type: dict
+        suboptions:
+          venv: {description: The venv uv is installed in., type: path}
+          version: {description: The pinned uv version., type: str}
+      current: {description: The current release link., type: path}
+      releases_dir: {description: The releases directory (listed to depth 2)., type: path}
+      release:
+        description: The release to audit.
+        type: dict
+        suboptions:
+          dir: {description: The release directory., type: path, required: true}
+          touched:
+            description: Site-packages relative paths the patch series touches.
+            type: list
+            elements: str
+            default: []
+          patched_dists:
+            description: Distributions the patches change.
+            type: list
+            elements: str
+            default: []
+          records:
+            description: Which RECORD files are checked.
+            type: str
+            choices: [locked, patched, none]
+            default: locked
+          write_state:
+            description: Write the verdict cache (never in check mode).
+            type: bool
+            default: false
+          full: {description: Ignore the cache and hash every file., type: bool, default: false}
 extends_documentation_fragment: [sglang.deploy.probe]
 """
 
+EXAMPLES = r"""
+- name: Audit the release against its lock and receipt
+  sglang.deploy.sglang_stack_audit:
+    spec:
+      current: /opt/sglang/current
+      releases_dir: /opt/sglang/releases
+      release:
+        dir: /opt/sglang/releases/0123456789ab
+        records: patched
+  register: __audit
+"""
+
 RETURN = r"""probe: {description: The answers the docstring lists., returned: always, type: dict}"""
-
-
-def canon(name: str) -> str:
-    return _NAME.sub("-", name).lower()
-
-
-def parse_lock(text: str) -> dict[str, dict[str, Any]]:
-    """uv's requirements.lock -> {name: {"version": v or None, "hashed": bool}}."""
-    pins: dict[str, dict[str, Any]] = {}
-    current: str | None = None
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        if not raw.startswith((" ", "\t")) and not line.startswith("-"):
-            match = _PIN.match(line)
-            current = canon(match["name"]) if match else None
-            if match and current:
-                pins[current] = {"version": match["ver"], "hashed": "--hash=" in line}
-            continue
-        if current and line.startswith("--hash="):
-            pins[current]["hashed"] = True
-    return pins
 
 
 def installed(purelib: Path) -> dict[str, dict[str, str]]:

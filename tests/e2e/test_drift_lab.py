@@ -89,7 +89,7 @@ TAMPERS: dict[str, tuple[str, str, str]] = {
     "current_points_at_wrong_dir": (
         "mkdir -p /opt/sglang/wrong && ln -sfnT /opt/sglang/wrong /opt/sglang/current.tmp"
         " && mv -T /opt/sglang/current.tmp /opt/sglang/current",
-        "sglang_stack : Create the new link under a temporary name",
+        "sglang_stack : Switch current atomically (temporary link + rename(2) over the old link)",
         "",
     ),
     "nvcc_deleted_from_toolkit": (

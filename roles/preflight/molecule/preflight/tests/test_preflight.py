@@ -532,6 +532,22 @@ def test_gpu_facts_from_recorded_h200_nvlink_host(
     assert all(s["changed"] == 0 for s in doc["stats"].values()), doc["stats"]
 
 
+def test_nccl_env_interconnect_decides_the_exported_profile(
+    nvidia_smi_double: Callable[[str, str], None], run_preflight: Runner
+) -> None:
+    """The inventory's nccl_env_interconnect overrides the detected NVLink in preflight's export and
+    the launch spec, as it does in the nccl_env role's file (one decider: module_utils/nccl_profile.py)."""
+    nvidia_smi_double("h200x2.query-gpu.csv", "h200x2-nvlink.topo-m.txt")
+    proc = run_preflight({**GPU_HOST, "nccl_env_interconnect": "pcie"}, "--check", json_out=True)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    doc = json_result(proc.stdout)
+    facts = next(iter(task_results(doc, "Export the preflight facts").values()))["ansible_facts"]
+    assert facts["preflight_interconnect"] == "nvlink"
+    assert facts["preflight_nccl_profile_resolved"] == "pcie"
+    spec = next(iter(task_results(doc, "Export the launch spec").values()))["ansible_facts"]
+    assert spec["preflight_launch_spec"]["nccl"]["resolved"] == "pcie"
+
+
 def test_tp_size_8_on_a_2_gpu_host_fails(
     nvidia_smi_double: Callable[[str, str], None], run_preflight: Runner
 ) -> None:
