@@ -8,6 +8,7 @@ accept (the caller names the variable and what is allowed); bools are never ints
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Any
 
@@ -68,3 +69,21 @@ def show(value: Any) -> str:
     if isinstance(value, bool):
         return str(value).lower()
     return repr(value) if isinstance(value, str) else str(value)
+
+
+_HOST_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
+
+
+def valid_host(value: Any) -> bool:
+    """An IPv4/IPv6 address or an RFC 1123 host name (the launch spec's --host, a replica's address)."""
+    if not isinstance(value, str) or not value or value != value.strip():
+        return False
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        pass
+    else:
+        return True
+    if len(value) > 253 or re.fullmatch(r"[0-9.]+", value):
+        return False
+    return all(_HOST_LABEL.fullmatch(label) for label in value.rstrip(".").split("."))

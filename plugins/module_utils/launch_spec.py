@@ -33,6 +33,7 @@ from ansible_collections.sglang.deploy.plugins.module_utils.convert import as_fl
 from ansible_collections.sglang.deploy.plugins.module_utils.convert import as_int as _int
 from ansible_collections.sglang.deploy.plugins.module_utils.convert import show as _show
 from ansible_collections.sglang.deploy.plugins.module_utils.convert import unset as _unset
+from ansible_collections.sglang.deploy.plugins.module_utils.convert import valid_host
 from ansible_collections.sglang.deploy.plugins.module_utils.nccl_profile import resolve_profile
 from ansible_collections.sglang.deploy.plugins.module_utils.text_checks import CONTROL
 
@@ -64,7 +65,6 @@ _SAFE_PATH_CHARS = "letters, digits and _ @ + = : , . / -"
 _SERVED_NAME = re.compile(r"[A-Za-z0-9_@+=:,./-]+")
 _API_KEY = re.compile(r"[A-Za-z0-9._~+/=:@-]+")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_HOST_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
 _CONTROL = CONTROL  # the one control-character rule (plugins/module_utils/text_checks.py)
 # Bind addresses that only this host reaches: with authentication off anything else is refused unless
 # sglang_allow_unauthenticated_bind (every client of the network could use the server).
@@ -111,21 +111,6 @@ FLAG_REASONS = {
         "(private credentials directory %d): the key is on no command line"
     ),
 }
-
-
-def valid_host(value: Any) -> bool:
-    """An IPv4/IPv6 address or an RFC 1123 host name."""
-    if not isinstance(value, str) or not value or value != value.strip():
-        return False
-    try:
-        ipaddress.ip_address(value)
-    except ValueError:
-        pass
-    else:
-        return True
-    if len(value) > 253 or re.fullmatch(r"[0-9.]+", value):
-        return False
-    return all(_HOST_LABEL.fullmatch(label) for label in value.rstrip(".").split("."))
 
 
 class _Errors(list[str]):

@@ -33,6 +33,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ansible_collections.sglang.deploy.plugins.module_utils.convert import show as _show
+from ansible_collections.sglang.deploy.plugins.module_utils.convert import valid_host
+
 REPLICA_VAR = "sglang_replica"
 ADDRESS_VAR = "sglang_replica_address"
 PORT_VAR = "sglang_dist_init_port"
@@ -44,7 +47,6 @@ _REPLICA_CHARS = "1-128 characters of A-Z a-z 0-9 _ . @ + = : - (starting with a
 # A Linux interface name (IFNAMSIZ 16 incl. NUL): no "/", whitespace, ":" aliases are fine for NCCL
 # but not a device; "^" (exclusion) and "," (list) are refused: Gloo takes one device name only.
 _IFNAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@-]{0,14}")
-_HOST_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
 
 FLAG_REASONS = {
     "--nnodes": "multi-node tensor parallel: the number of hosts of this replica",
@@ -53,28 +55,6 @@ FLAG_REASONS = {
 }
 # SGLang 0.5.9's other option string of --dist-init-addr (server_args.py).
 FLAG_ALIASES = {"--nccl-init-addr": "--dist-init-addr"}
-
-
-def _show(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return str(value).lower()
-    return repr(value) if isinstance(value, str) else str(value)
-
-
-def _valid_host(value: Any) -> bool:
-    if not isinstance(value, str) or not value or value != value.strip():
-        return False
-    try:
-        ipaddress.ip_address(value)
-    except ValueError:
-        pass
-    else:
-        return True
-    if len(value) > 253 or re.fullmatch(r"[0-9.]+", value):
-        return False
-    return all(_HOST_LABEL.fullmatch(label) for label in value.rstrip(".").split("."))
 
 
 def _port(value: Any) -> int | None:
@@ -164,7 +144,7 @@ def plan(cfg: Mapping[str, Any]) -> dict[str, Any]:
         return {"plan": {**single(host), "replica": replica}, "errors": errors}
     head = hosts[0]
     head_address = addresses.get(head) or head
-    if not _valid_host(head_address):
+    if not valid_host(head_address):
         errors.append(
             f"{ADDRESS_VAR}={_show(head_address)} (host {head}, rank 0 of replica {replica}) is not valid: "
             "allowed an IPv4/IPv6 address or an RFC 1123 host name the other nodes reach it by "
