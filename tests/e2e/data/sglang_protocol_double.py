@@ -43,9 +43,9 @@ appended to ``double-requests.log`` in the working directory (the unit's state d
 can tell which requests a run sent (e.g. none that generates in check mode).
 
 With ``--enable-metrics`` (SGLang's flag, as the real server) ``/metrics`` serves Prometheus text with
-SGLang 0.5.9's scheduler gauges ``sglang:num_running_reqs``, ``sglang:num_queue_reqs``, ``sglang:gen_throughput``
-and ``sglang:spec_accept_length`` (the same
-names, documentation strings and labels as ``sglang/srt/metrics/collector.py``, through
+SGLang 0.5.9's scheduler gauges ``sglang:num_running_reqs``, ``sglang:num_queue_reqs``,
+``sglang:gen_throughput`` and ``sglang:spec_accept_length`` (the same names, documentation strings and
+labels as ``sglang/srt/metrics/collector.py``, through
 ``prometheus_client`` of the release venv): the requests generating now, and 0 queued (the double
 queues nothing). The rolling upgrade's drain reads them; without the flag ``/metrics`` is a 404, as on
 SGLang.
