@@ -261,7 +261,7 @@ def test_module_through_ansible_masks_the_secret(tmp_path: Path) -> None:
     secret = '{"api-key": "Through-Ansible-Secret-42"}\n'
     args = {"state": {"files": [{"path": str(key), "secret": True, "mode": "0600"},
                                 {"path": str(tmp_path / "plain"), "content": "p\n"}]},
-            "secrets": {str(key): secret}}  # fmt: skip
+            "secrets": [{"path": str(key), "content": secret}]}  # fmt: skip
     ansible = Path(sys.executable).parent / "ansible"
     base = [str(ansible), "localhost", "-c", "local", "-e", f"ansible_python_interpreter={sys.executable}",
             "-m", "sglang.deploy.managed_state", "-a", json.dumps(args), "-v"]  # fmt: skip
@@ -271,17 +271,16 @@ def test_module_through_ansible_masks_the_secret(tmp_path: Path) -> None:
         )
         assert "Through-Ansible-Secret" not in done.stdout + done.stderr
         result = _task_results(done.stdout)[0]
-        assert result["invocation"]["module_args"]["secrets"] == {
-            str(key): "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"
-        }
+        masked = "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"
+        assert result["invocation"]["module_args"]["secrets"] == [{"path": masked, "content": masked}]
     assert key.read_text() == secret
     assert _mode(key) == "0600"
     assert result["changed"] is False
-    bad = dict(args, secrets={})
+    bad = dict(args, secrets=[])
     done = subprocess.run([*base[:-3], "-a", json.dumps(bad)], cwd=REPO, env=_ansible_env(),
                           capture_output=True, text=True, check=False)  # fmt: skip
     assert done.returncode != 0
-    assert "its content must be secrets[path]" in done.stdout
+    assert "its content must be the secrets entry of its path" in done.stdout
 
 
 def test_a_file_added_to_the_roles_state_is_created_drift_reported_and_restored(tmp_path: Path) -> None:

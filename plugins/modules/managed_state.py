@@ -96,8 +96,8 @@ options:
             type: str
           secret:
             description:
-              - A secret file (an API key file) whose content is O(secrets[path]); its content is never
-                returned, diffed, hashed or logged (O(secrets) is C(no_log)).
+              - A secret file (an API key file) whose content is the O(secrets) entry of its path; its
+                content is never returned, diffed, hashed or logged (O(secrets) is C(no_log)).
             type: bool
             default: false
           mode:
@@ -153,9 +153,19 @@ options:
             type: str
           trigger: {description: Sets RV(triggered) when this item changes., type: bool, default: false}
   secrets:
-    description: Content of the O(state.files[].secret=true) files, by path.
-    type: dict
-    default: {}
+    description: Content of the O(state.files[].secret=true) files (C(no_log)), one entry per file.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      path:
+        description: The secret file's path (as in O(state.files[].path)).
+        type: str
+        required: true
+      content:
+        description: Its whole content.
+        type: str
+        required: true
 notes:
   - Check mode and C(--diff) are supported; check mode writes nothing and runs no changing command.
   - A file whose owner is a user created in the same call is reported (check mode) as C(owner) drift.
@@ -184,7 +194,8 @@ EXAMPLES = r"""
       units:
         - {name: app.service, enabled: true, path: /etc/systemd/system/app.service}
     secrets:
-      /etc/sglang/key.yaml: "{{ {'api-key': sglang_api_key} | to_json }}\n"
+      - path: /etc/sglang/key.yaml
+        content: "{{ {'api-key': sglang_api_key} | to_json }}\n"
   register: state_result
   notify: Restart app
 """
@@ -283,20 +294,26 @@ ARGUMENT_SPEC: dict[str, Any] = {
             "units": _items(name={"type": "str", "required": True}, enabled="bool", path="str"),
         },
     },
-    "secrets": {"type": "dict", "default": {}, "no_log": True},
+    "secrets": {
+        "type": "list",
+        "elements": "dict",
+        "default": [],
+        "no_log": True,
+        "options": {"path": {"type": "str", "required": True}, "content": {"type": "str", "required": True}},
+    },
 }
 
 
 def main() -> None:
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     state: dict[str, Any] = module.params["state"]
-    secrets: dict[str, Any] = module.params["secrets"] or {}
+    secrets: dict[str, Any] = {entry["path"]: entry["content"] for entry in module.params["secrets"] or []}
     for item in state.get("files") or []:
         if item.get("secret"):
             if item["path"] not in secrets or item.get("content") is not None:
                 module.fail_json(
                     msg=f"managed_state: secret file {item['path']}: its content must be "
-                    "secrets[path] (and no content)"
+                    "the secrets entry of its path (and no content)"
                 )
             item["secret_content"] = str(secrets[item["path"]])
     try:

@@ -36,7 +36,7 @@ from typing import Any
 import pytest
 from e2e_lab import REPO, cli, lab_exec, playbook
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.fleet_lab]
 
 ROUTER = "sglang-lab-status-router"
 SERVERS = ["sglang-lab-status-1", "sglang-lab-status-2"]
