@@ -294,8 +294,11 @@ LAB_RUN = [
             }
         },
     ),
+    _result("lab1", "sglang.deploy.sglang_service_probe", {"probe": {"active": "inactive"}}),
     _result(
-        "lab1", "sglang.deploy.sglang_service_probe", {"probe": {"enabled": "enabled", "active": "inactive"}}
+        "lab1",
+        "ansible.builtin.set_fact",
+        {"ansible_facts": {"sglang_service_unit_state": {"enabled": "enabled", "active": "inactive"}}},
     ),
     _result("lab1", "ansible.builtin.set_fact", {"ansible_facts": {"verify_results": {}}}),
     _result(
@@ -343,8 +346,11 @@ LAB_RUN = [
             }
         },
     ),
+    _result("gpu1", "sglang.deploy.sglang_service_probe", {"probe": {"active": "inactive"}}),
     _result(
-        "gpu1", "sglang.deploy.sglang_service_probe", {"probe": {"enabled": "enabled", "active": "active"}}
+        "gpu1",
+        "ansible.builtin.set_fact",
+        {"ansible_facts": {"sglang_service_unit_state": {"enabled": "enabled", "active": "active"}}},
     ),
 ]
 

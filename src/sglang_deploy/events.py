@@ -168,7 +168,7 @@ def censored_changed(res: Any, stdout: Any) -> bool:
 KEPT_FACTS = frozenset({
     "preflight_lab_mode", "preflight_gpu_count", "preflight_os", "sglang_stack_release_id",
     "sglang_stack_release_dir", "nccl_env_file", "nccl_env_profile_resolved", "sglang_service_unit_path",
-    "sglang_service_will_start", "verify_verdict", "verify_results",
+    "sglang_service_will_start", "sglang_service_unit_state", "verify_verdict", "verify_results",
 })  # fmt: skip
 SERVICE_PROBE = "sglang_service_probe"  # sglang.deploy.sglang_service_probe
 
@@ -189,7 +189,10 @@ def kept_data(action: str, res: Any) -> dict[str, Any]:
         }
     probe = res.get("probe")
     if action.rsplit(".", 1)[-1] == SERVICE_PROBE and isinstance(probe, dict) and "active" in probe:
-        kept["unit_enabled"], kept["unit_active"] = str(probe.get("enabled")), str(probe.get("active"))
+        kept["unit_active"] = str(probe.get("active"))
+    unit = kept.pop("sglang_service_unit_state", None)
+    if isinstance(unit, dict):  # systemd's answer after the service stage (roles/sglang_service run.yml)
+        kept["unit_enabled"], kept["unit_active"] = str(unit.get("enabled")), str(unit.get("active"))
     return kept
 
 
