@@ -45,23 +45,27 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
+def _skip_unless(config: pytest.Config, items: list[pytest.Item], option: str, marker: str, why: str) -> None:
+    """Skip the tests carrying ``marker`` unless ``option`` was given, saying why and how to run them."""
+    if config.getoption(option, default=False):
+        return
+    skip = pytest.mark.skip(reason=why)
+    for item in items:
+        if marker in item.keywords:
+            item.add_marker(skip)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not config.getoption("--run-verify-lab", default=False):
-        slow = pytest.mark.skip(
-            reason="layers 5-9 and the preset sweep against the protocol double (~17 min, 2 CPUs): run with "
-            "`pytest tests/e2e --run-e2e --run-verify-lab` (scripts/test e2e passes it)"
-        )
-        for item in items:
-            if "verify_lab" in item.keywords:
-                item.add_marker(slow)
-    if not config.getoption("--run-fleet-lab", default=False):
-        fleet = pytest.mark.skip(
-            reason="a router and several replica containers, each with a full stack install (~35 GB, over "
-            "an hour on 2 CPUs): run with `pytest tests/e2e --run-e2e --run-fleet-lab`"
-        )
-        for item in items:
-            if "fleet_lab" in item.keywords:
-                item.add_marker(fleet)
+    _skip_unless(
+        config, items, "--run-verify-lab", "verify_lab",
+        "layers 5-9 and the preset sweep against the protocol double (~17 min, 2 CPUs): run with "
+        "`pytest tests/e2e --run-e2e --run-verify-lab` (scripts/test e2e passes it)",
+    )  # fmt: skip
+    _skip_unless(
+        config, items, "--run-fleet-lab", "fleet_lab",
+        "a router and several replica containers, each with a full stack install (~35 GB, over "
+        "an hour on 2 CPUs): run with `pytest tests/e2e --run-e2e --run-fleet-lab`",
+    )  # fmt: skip
     if config.getoption("--run-e2e", default=False):
         return
     skip = pytest.mark.skip(
