@@ -272,7 +272,12 @@ def test_module_through_ansible_masks_the_secret(tmp_path: Path) -> None:
         assert "Through-Ansible-Secret" not in done.stdout + done.stderr
         result = _task_results(done.stdout)[0]
         masked = "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"
-        assert result["invocation"]["module_args"]["secrets"] == [{"path": masked, "content": masked}]
+        assert result["invocation"]["module_args"]["secrets"] == [{"path": str(key), "content": masked}]
+        # the key file's path stays readable: a no_log path was masked in every message naming it
+        reported = {k: v for k, v in result.items() if k != "invocation"}
+        assert masked not in json.dumps(reported)
+        if extra == ["--check", "--diff"]:
+            assert str(key) in json.dumps(reported)
     assert key.read_text() == secret
     assert _mode(key) == "0600"
     assert result["changed"] is False

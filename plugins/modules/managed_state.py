@@ -97,7 +97,7 @@ options:
           secret:
             description:
               - A secret file (an API key file) whose content is the O(secrets) entry of its path; its
-                content is never returned, diffed, hashed or logged (O(secrets) is C(no_log)).
+                content is never returned, diffed, hashed or logged (O(secrets[].content) is C(no_log)).
             type: bool
             default: false
           mode:
@@ -153,7 +153,9 @@ options:
             type: str
           trigger: {description: Sets RV(triggered) when this item changes., type: bool, default: false}
   secrets:
-    description: Content of the O(state.files[].secret=true) files (C(no_log)), one entry per file.
+    description:
+      - Content of the O(state.files[].secret=true) files, one entry per file.
+      - Only O(secrets[].content) is C(no_log); the path stays readable in the result and the diff.
     type: list
     elements: dict
     default: []
@@ -163,7 +165,7 @@ options:
         type: str
         required: true
       content:
-        description: Its whole content.
+        description: Its whole content (C(no_log)).
         type: str
         required: true
 notes:
@@ -298,8 +300,12 @@ ARGUMENT_SPEC: dict[str, Any] = {
         "type": "list",
         "elements": "dict",
         "default": [],
-        "no_log": True,
-        "options": {"path": {"type": "str", "required": True}, "content": {"type": "str", "required": True}},
+        # Only the content is no_log: a no_log list would mask its paths too, wherever they appear in
+        # the result (the drift report then said VALUE_SPECIFIED_IN_NO_LOG_PARAMETER for the key file).
+        "options": {
+            "path": {"type": "str", "required": True},
+            "content": {"type": "str", "required": True, "no_log": True},
+        },
     },
 }
 
