@@ -88,6 +88,8 @@ def test_ipv6_and_name_addresses() -> None:
         ({"replicas": {**REPLICAS, "gpu-a2": "a\n"}}, "sglang_replica='a\\n' (host gpu-a2)"),
         ({"port": 80}, "sglang_dist_init_port=80 (host gpu-a2) is not valid: allowed an integer 1024-65535"),
         ({"port": True}, "sglang_dist_init_port=true"),
+        ({"port": "21000x"}, "sglang_dist_init_port='21000x' (host gpu-a2) is not valid"),
+        ({"port": 70000}, "sglang_dist_init_port=70000 (host gpu-a2) is not valid"),
         (
             {"addresses": {"gpu-a1": "10.0.0.11:99"}},
             "sglang_replica_address='10.0.0.11:99' (host gpu-a1, rank 0",

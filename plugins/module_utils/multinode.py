@@ -33,8 +33,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ansible_collections.sglang.deploy.plugins.module_utils.convert import as_int, valid_host
 from ansible_collections.sglang.deploy.plugins.module_utils.convert import show as _show
-from ansible_collections.sglang.deploy.plugins.module_utils.convert import valid_host
 
 REPLICA_VAR = "sglang_replica"
 ADDRESS_VAR = "sglang_replica_address"
@@ -55,16 +55,6 @@ FLAG_REASONS = {
 }
 # SGLang 0.5.9's other option string of --dist-init-addr (server_args.py).
 FLAG_ALIASES = {"--nccl-init-addr": "--dist-init-addr"}
-
-
-def _port(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and re.fullmatch(r"\d{1,5}", value.strip()):
-        return int(value)
-    return None
 
 
 def address_port(address: str, port: int) -> str:
@@ -133,7 +123,7 @@ def plan(cfg: Mapping[str, Any]) -> dict[str, Any]:
         names[server] = value
     replica = names[host]
     hosts = [s for s in servers if names[s] == replica] if host in servers else [host]
-    port = _port(cfg.get("port"))
+    port = as_int(cfg.get("port"))
     if port is None or not PORT_MIN <= port <= PORT_MAX:
         errors.append(
             f"{PORT_VAR}={_show(cfg.get('port'))} (host {host}) is not valid: allowed an integer "
