@@ -12,11 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from modload import REPO, load_module
 
 from sglang_deploy import commands_status as cs
 from sglang_deploy.cli import build_parser
 from sglang_deploy.runner import RunResult
 
+multinode = load_module("multinode_status", REPO / "plugins" / "module_utils" / "multinode.py")
 LABELS = 'engine_type="unified",model_name="lab",moe_ep_rank="0",pp_rank="0",tp_rank="0"'
 # what prometheus_client's generate_latest writes for SGLang's gauges (text format 0.0.4)
 METRICS_TEXT = f"""# HELP sglang:num_running_reqs The number of running requests.
@@ -169,17 +171,35 @@ def two_workers(healthy_b: bool = True) -> dict[str, Any]:
 
 
 def stats(servers: dict[str, Any], routers: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"sglang_status_servers": servers, "sglang_status_routers": routers or {}}
+    """set_stats as playbooks/status.yml hands them; the replicas grouped by the collection's rule
+    (module_utils multinode.replica_groups, behind the filter sglang.deploy.roll_replicas)."""
+    order = sorted(servers, key=lambda h: servers[h]["index"])
+    groups = multinode.replica_groups(order, {h: servers[h]["replica"] for h in order})
+    return {
+        "sglang_status_servers": servers,
+        "sglang_status_routers": routers or {},
+        "sglang_status_replicas": groups,
+    }
 
 
-def test_group_replicas_in_inventory_order() -> None:
+def test_replicas_as_the_playbook_groups_them() -> None:
     servers = {
         "c": server(2, replica="r2"),
         "a": server(0, replica="r1"),
         "b": server(1, replica="r1"),
         "d": server(3),
     }
-    assert cs.group_replicas(servers) == [("r1", ["a", "b"]), ("r2", ["c"]), ("d", ["d"])]
+    assert cs.replica_hosts(stats(servers)) == [("r1", ["a", "b"]), ("r2", ["c"]), ("d", ["d"])]
+
+
+def test_a_host_that_did_not_answer_is_down() -> None:
+    servers = {"s1": server(0), "s2": server(1, ip="10.0.0.2")}
+    data = stats(servers, {"r1": router(two_workers())})
+    del data["sglang_status_servers"]["s2"]  # unreachable: no set_stats from it
+    up, down = cs.build_status(data)[0]
+    assert up.healthy
+    assert not down.healthy
+    assert "s2: /health no answer" in down.problems
 
 
 def test_healthy_fleet() -> None:

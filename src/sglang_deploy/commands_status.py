@@ -187,16 +187,12 @@ class Replica:
         return not self.problems
 
 
-def group_replicas(servers: dict[str, dict[str, Any]]) -> list[tuple[str, list[str]]]:
-    """THE place that groups server hosts into replicas: [(replica, [hosts in inventory order of
-    sglang_servers])], replicas in the order of their first host; the first host of each is its rank
-    0 (the one serving HTTP, the router's worker). A host's replica: its `sglang_replica`, default
-    its own name."""
-    order = sorted(servers, key=lambda h: (int(servers[h].get("index", 0)), h))
-    grouped: dict[str, list[str]] = {}
-    for host in order:
-        grouped.setdefault(str(servers[host].get("replica") or host), []).append(host)
-    return list(grouped.items())
+def replica_hosts(stats: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    """[(replica, [its hosts, rank 0 first])] as playbooks/status.yml hands them: grouped there by the
+    collection's one rule (filter sglang.deploy.roll_replicas: `sglang_replica`, default the host
+    itself; inventory order of sglang_servers), replicas in the order of their first host."""
+    grouped = stats.get("sglang_status_replicas") or {}
+    return [(str(name), [str(h) for h in hosts]) for name, hosts in grouped.items()]
 
 
 def build_status(stats: dict[str, Any]) -> tuple[list[Replica], dict[str, dict[str, Any]]]:
@@ -215,19 +211,19 @@ def build_status(stats: dict[str, Any]) -> tuple[list[Replica], dict[str, dict[s
             "prometheus_target": str(raw.get("prometheus_target") or ""),
         }
     replicas: list[Replica] = []
-    for replica_name, hosts in group_replicas(servers):
+    for replica_name, hosts in replica_hosts(stats):
         states = [
             HostState(
                 host=host,
                 rank=rank,
-                unit={k: str(v) for k, v in (servers[host].get("unit") or {}).items()},
-                release=os.path.basename(str(servers[host].get("current") or "")),
-                health=int(servers[host].get("health_status", -1)),
-                health_error=str(servers[host].get("health_error") or ""),
+                unit={k: str(v) for k, v in (servers.get(host, {}).get("unit") or {}).items()},
+                release=os.path.basename(str(servers.get(host, {}).get("current") or "")),
+                health=int(servers.get(host, {}).get("health_status", -1)),
+                health_error=str(servers.get(host, {}).get("health_error") or ""),
             )
             for rank, host in enumerate(hosts)
         ]
-        head = servers[hosts[0]]
+        head = servers.get(hosts[0], {})  # {} for a host that did not answer: reported down
         replica = Replica(
             name=replica_name,
             hosts=states,
