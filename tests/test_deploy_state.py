@@ -9,6 +9,7 @@ and the verdict records (last good, known-bad) behave as the roles read them.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -77,6 +78,31 @@ def test_snapshot_records_the_state_in_force_with_private_copies(host: dict[str,
         assert copy.read_bytes() == Path(entry["path"]).read_bytes()
     # the same state again: nothing written
     assert state.snapshot(check=False)[0] is False
+
+
+def test_a_snapshot_of_a_lower_overlay_layer_is_replaced(
+    host: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """rename(2) of a directory from an image's lower layer fails with EXDEV on overlayfs (seen on a
+    replica container made from a converged image): the old snapshot is copied aside instead."""
+    state = host["state"]
+    state.snapshot(check=False)
+    assert state.mark_good(check=False, verdict="passed")
+    host["files"]["nccl"].write_text("NCCL_P2P_LEVEL=NVL\n")
+    assert state.mark_good(check=False, verdict="passed")
+    real = os.replace
+
+    def overlay_replace(src: Any, dst: Any) -> None:
+        if Path(src) == state.snap:  # the lower-layer directory
+            raise OSError(errno.EXDEV, "Invalid cross-device link")
+        real(src, dst)
+
+    monkeypatch.setattr(ds.os, "replace", overlay_replace)
+    changed, why, _ = state.snapshot(check=False)
+    assert changed, why
+    nccl = next(e for e in state.manifest()["entries"] if e["path"] == str(host["files"]["nccl"]))
+    assert (state.snap / "files" / nccl["copy"]).read_text() == "NCCL_P2P_LEVEL=NVL\n"
+    assert [p.name for p in state.dir.iterdir() if p.name.startswith(".snapshot.old")] == []
 
 
 def test_an_unverified_state_never_replaces_the_last_good_snapshot(host: dict[str, Any]) -> None:

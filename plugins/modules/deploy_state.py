@@ -15,6 +15,7 @@ and ``status`` reports it, so the next run can refuse to deploy it again.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -244,6 +245,20 @@ def _read_json(path: Path) -> Any:
         return None
 
 
+def _move_aside(path: Path, aside: Path) -> None:
+    """rename(2) ``path`` to ``aside``. On overlayfs without redirect_dir (a container whose image holds
+    the directory: docker's default), renaming a directory of a lower layer fails with EXDEV; it is
+    then copied aside and removed, which is not atomic, but only once: the snapshot written next is in
+    the upper layer, and later swaps are rename(2) again."""
+    try:
+        os.replace(path, aside)
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+        shutil.copytree(path, aside, symlinks=True)
+        shutil.rmtree(path)
+
+
 def _write_atomic(path: Path, data: bytes, mode: int, uid: int = 0, gid: int = 0) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=str(path.parent))
@@ -464,7 +479,7 @@ class DeployState:
         _write_atomic(fresh / "manifest.json", json.dumps(manifest, indent=2).encode(), 0o600)
         old = self.dir / f".snapshot.old.{os.getpid()}"
         if self.snap.exists():
-            os.replace(self.snap, old)
+            _move_aside(self.snap, old)
         os.replace(fresh, self.snap)
         shutil.rmtree(old, ignore_errors=True)
         return True, "recorded the state in force", now
