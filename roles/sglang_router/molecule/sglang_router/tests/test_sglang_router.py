@@ -135,3 +135,60 @@ def test_hand_added_worker_is_drift_and_removed(host) -> None:
     rc, out = moltest.run_playbook("converge.yml")
     assert rc == 0, out[-4000:]
     assert {w["url"] for w in workers(host)} == {"http://127.0.0.1:31001", "http://127.0.0.1:31002"}
+
+
+STATE_TASK = (
+    "sglang_router : Apply the router's host state (user, directories, launcher, key file, unit, enablement)"
+)
+
+
+def _changed_tasks(out: str) -> list[str]:
+    """Names of the tasks that reported a change (the default callback's TASK headers)."""
+    names, current = [], ""
+    for line in out.splitlines():
+        if line.startswith("TASK ["):
+            current = line[len("TASK [") : line.rindex("]")]
+        elif line.startswith("changed:") and current not in names:
+            names.append(current)
+    return names
+
+
+def test_tampered_unit_and_key_are_drift_and_restored(host) -> None:
+    """An edited unit and a replaced key file: --check --diff names both paths (the key's content
+    never), changes nothing; a real run restores both and restarts the router (then re-registers
+    the workers, which a restarted router has forgotten)."""
+    unit_path, key_path = f"/etc/systemd/system/{UNIT}.service", "/etc/sglang-router/api-key"
+    tampered = "Tampered-Router-Key-0123456789"  # test-only value
+    unit_sha, key_sha = host.file(unit_path).sha256sum, host.file(key_path).sha256sum
+    started = host.check_output(f"systemctl show -p InvocationID --value {UNIT}")
+    host.check_output(f"sed -i 's/^RestartSec=5$/RestartSec=1/' {unit_path}")
+    host.check_output(f"printf %s {tampered} > {key_path}")
+    tampered_unit_sha, tampered_key_sha = host.file(unit_path).sha256sum, host.file(key_path).sha256sum
+    assert tampered_unit_sha != unit_sha
+    assert tampered_key_sha != key_sha
+
+    rc, out = moltest.run_playbook("converge.yml", "--check", "--diff")
+    assert rc == 0, out[-4000:]
+    assert _changed_tasks(out) == [STATE_TASK], out[-4000:]
+    for needle in (f"before: {unit_path}", f"before: {key_path}", "-RestartSec=1", "+RestartSec=5"):
+        assert needle in out, out[-4000:]
+    assert tampered not in out
+    assert ROUTER_KEY not in out
+    # check mode only read
+    assert host.file(unit_path).sha256sum == tampered_unit_sha
+    assert host.file(key_path).sha256sum == tampered_key_sha
+    assert host.check_output(f"systemctl show -p InvocationID --value {UNIT}") == started
+
+    rc, out = moltest.run_playbook("converge.yml", "--diff")
+    assert rc == 0, out[-4000:]
+    assert tampered not in out
+    assert ROUTER_KEY not in out
+    assert host.file(unit_path).sha256sum == unit_sha
+    key_file = host.file(key_path)
+    restored = (key_file.sha256sum, key_file.user, key_file.group, key_file.mode)
+    assert restored == (key_sha, "root", "root", 0o600)
+    assert host.check_output(f"systemctl show -p InvocationID --value {UNIT}") != started, "not restarted"
+    assert host.check_output(f"systemctl show -p RestartUSec --value {UNIT}") == "5s"
+    listed = workers(host)  # the restarted router reads the restored key: the API answers with it
+    assert {w["url"] for w in listed} == {"http://127.0.0.1:31001", "http://127.0.0.1:31002"}
+    assert all(w["is_healthy"] for w in listed)
