@@ -215,7 +215,8 @@ def test_a_rolling_upgrade_drops_no_request(fleet: Fleet) -> None:
         [(left, gone, back)] = [
             w for w in traffic.out_windows(fleet.worker_url(name)) if w[0] < started < w[2]
         ]
-        assert gone <= stopped < started < back, (name, gone, stopped, started, back)
+        # systemd stamps in whole seconds (--timestamp=unix): a quick restart stops and starts in one
+        assert gone <= stopped <= started < back, (name, gone, stopped, started, back)
         verified = float(
             lab_exec("stat", "-c", "%Y", "/var/lib/sglang-deploy/verify-results.json", name=name)
         )
