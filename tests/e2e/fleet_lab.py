@@ -10,12 +10,13 @@ image. Every replica container starts from that image, and the fleet's own site.
 stack's no-op rerun (the release, receipt and venv are there already) - the same state a real fleet
 has after its first deployment. The image is made once per pytest session (the `replica_image`
 fixture of conftest.py) and removed at its end; SGLANG_E2E_FLEET_IMAGE=<tag> names a prebuilt one
-that is used and left in place (a developer's own, made by `pytest ... -k nothing --run-fleet-lab`
-with SGLANG_E2E_KEEP_FLEET_IMAGE=1).
+that is used and left in place (a developer's own: a fleet_lab run with SGLANG_E2E_KEEP_FLEET_IMAGE=1
+keeps the image it made).
 
-Everything the controller and the router reach is addressed by the containers' IPs on the fleet's
-docker network (the controller cannot resolve container names): sglang_router_url and each server's
-sglang_router_worker_url. The router demands its client key (the role's default,
+The replicas are registered by their IPs on the fleet's docker network (each server's
+sglang_router_worker_url), which the controller reaches too; sglang_router_url keeps its default (the
+router container's name: the plays that use it run on the replicas and the router, which resolve it).
+The router demands its client key (the role's default,
 sglang_router_api_key_required: true; the key is a test-only value in the inventory): the roll's drain
 and readmit, status and verify's router benchmark reach it with that key, as a real fleet's would.
 The servers run without a key and bind 0.0.0.0 (test only: sglang_allow_unauthenticated_bind)."""
@@ -158,9 +159,8 @@ def write_inventory(
         **router_vars,
     }
     connection = DOCKER_HOST.split(", ")
-    lines = ["all:", "  vars:"]
-    everyone = {"sglang_router_url": fleet.router_base, **all_vars}
-    lines += [f"    {k}: {json.dumps(v)}" for k, v in everyone.items()]
+    lines = ["all:"] + (["  vars:"] if all_vars else [])
+    lines += [f"    {k}: {json.dumps(v)}" for k, v in all_vars.items()]
     lines += ["  children:", "    sglang_routers:", "      hosts:", f"        {fleet.router}:"]
     lines += [f"          ansible_host: {fleet.router}"] + [f"          {kv}" for kv in connection]
     lines += [f"          {k}: {json.dumps(v)}" for k, v in router.items()]

@@ -77,7 +77,8 @@ def test_verify_benchmarks_the_router_ungated(fleet: Fleet) -> None:
     assert "router benchmark passed" not in out
     data = json.loads(results.read_text())
     assert data["router"]["status"] == "ungated"
-    assert data["router"]["url"] == fleet.router_base
+    # sglang_router_url's default (group_vars/all/router.yml): the first router's ansible_host
+    assert data["router"]["url"] == f"http://{ROUTER}:30080"
     levels = {lv["level"]: lv for lv in data["router"]["levels"]}
     assert sorted(levels) == [1, 4]
     assert all(lv["ok"] and lv["output_tps"] > 0 for lv in levels.values()), levels
@@ -101,7 +102,8 @@ def test_status_lists_a_healthy_fleet(fleet: Fleet) -> None:
         assert replica["routers"] == [{"router": ROUTER, "state": "healthy", "why": ""}]
         assert replica["hosts"][0]["unit"]["ActiveState"] == "active"
         assert replica["release"] == release
-        assert replica["verdict"]["status"] == "baseline recorded"
+        # the fleet's first up recorded the baseline; verify.yml's run (the case above) then passed its gate
+        assert replica["verdict"]["status"] in ("baseline recorded", "passed")
         metrics = replica["metrics"]
         assert metrics["sglang:num_running_reqs"]["value"] == 0
         assert metrics["sglang:num_queue_reqs"]["value"] == 0
