@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from e2e_lab import LAB_HOST, LAB_OVERRIDDEN, cli, lab_inventory, playbook, summary
+from fleet_lab import KEEP_ENV, build_replica_image, remove_replica_image, replica_image_from_env
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -111,3 +113,18 @@ def converged_lab(lab: None, tmp_path_factory: pytest.TempPathFactory) -> dict[s
     first = cli("up")
     assert first.returncode == 0, first.stdout[-6000:] + first.stderr[-3000:]
     return {"rc": first.returncode, "stdout": first.stdout, "summary": summary()}
+
+
+@pytest.fixture(scope="session")
+def replica_image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The image every fleet_lab replica starts from (tests/e2e/fleet_lab.py): one converged replica,
+    made once per session and removed at its end; SGLANG_E2E_FLEET_IMAGE names a prebuilt one (kept),
+    SGLANG_E2E_KEEP_FLEET_IMAGE=1 keeps the one made here."""
+    given = replica_image_from_env()
+    if given is not None:
+        yield given
+        return
+    tag = build_replica_image(Path(tmp_path_factory.mktemp("fleet-seed")))
+    yield tag
+    if not os.environ.get(KEEP_ENV):
+        remove_replica_image(tag)

@@ -1,0 +1,229 @@
+"""The fleet of the fleet_lab tests (tests/e2e/test_roll_lab.py, test_status_lab.py): one router
+container converged by the REAL sglang_router role (site.yml's router stages) and N replica
+containers, each the real sglang-kimi unit running the named TEST DOUBLE
+tests/e2e/data/sglang_protocol_double.py (SGLang's protocol, no GPU) with the release python.
+
+A full stack install takes most of an hour per container on 2 CPUs, so the replicas are made from ONE
+converged replica: a seed container converged by site.yml (lab mode, the whole stack), given the
+double and the lab tokenizer (tests/e2e/data/roll_double.yml), stopped and `docker commit`ted to an
+image. Every replica container starts from that image, and the fleet's own site.yml run on it is the
+stack's no-op rerun (the release, receipt and venv are there already) - the same state a real fleet
+has after its first deployment. The image is made once per pytest session (the `replica_image`
+fixture of conftest.py) and removed at its end; SGLANG_E2E_FLEET_IMAGE=<tag> names a prebuilt one
+that is used and left in place (a developer's own, made by `pytest ... -k nothing --run-fleet-lab`
+with SGLANG_E2E_KEEP_FLEET_IMAGE=1).
+
+Everything the controller and the router reach is addressed by the containers' IPs on the fleet's
+docker network (the controller cannot resolve container names): sglang_router_url and each server's
+sglang_router_worker_url. The router demands its client key (the role's default,
+sglang_router_api_key_required: true; the key is a test-only value in the inventory): the roll's drain
+and readmit, status and verify's router benchmark reach it with that key, as a real fleet's would.
+The servers run without a key and bind 0.0.0.0 (test only: sglang_allow_unauthenticated_bind)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from e2e_lab import REPO, cli, playbook
+
+IMAGE_ENV = "SGLANG_E2E_FLEET_IMAGE"
+KEEP_ENV = "SGLANG_E2E_KEEP_FLEET_IMAGE"
+IMAGE_TAG = "sglang-deploy/fleet-replica:e2e"
+SEED = "sglang-lab-fleet-seed"
+DOUBLE = "/usr/local/lib/sglang-protocol-double/sglang_protocol_double.py"
+PYTHON = "/opt/sglang/current/venv/bin/python"
+ROUTER_PORT = 30080
+ROUTER_PROM_PORT = 29000
+SERVER_PORT = 30000
+IP_FORMAT = '{{(index .NetworkSettings.Networks "NET").IPAddress}}'
+ROUTER_KEY = "Fleet-E2E-Router-Key-0123456789abcdef"  # test-only value (the fleet's inventory)
+AUTH = {"Authorization": f"Bearer {ROUTER_KEY}"}
+DOCKER_HOST = "ansible_connection: community.docker.docker, ansible_python_interpreter: /usr/bin/python3"
+
+
+def double_vars(*flags: str) -> dict[str, Any]:
+    """The double behind the real unit (100 tok/s per request unless a flag says otherwise)."""
+    return {"sglang_service_exec_override": [PYTHON, DOUBLE, "--double-tokens-per-s", "100", *flags]}
+
+
+def docker(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(["docker", *args], capture_output=True, text=True, check=False, timeout=timeout)
+    assert proc.returncode == 0, f"docker {' '.join(args)}: {proc.stdout[-2000:]}{proc.stderr[-2000:]}"
+    return proc
+
+
+def _lab_group_vars(extra: dict[str, Any]) -> str:
+    lab = (REPO / "inventory" / "group_vars" / "lab.yml").read_text()
+    return lab + "\n" + "\n".join(f"{k}: {json.dumps(v)}" for k, v in extra.items()) + "\n"
+
+
+def _link_group_vars_all(dest: Path) -> None:
+    link = dest / "group_vars" / "all"
+    if not link.exists():
+        link.symlink_to(REPO / "group_vars" / "all")
+
+
+def build_replica_image(tmp: Path) -> str:
+    """The seed replica converged by site.yml (the whole stack, lab mode: the unit installed, not
+    started), the double and the tokenizer added, stopped and committed to IMAGE_TAG; its tag."""
+    started = time.monotonic()
+    subprocess.run(["docker", "rm", "-f", "-v", SEED], capture_output=True, check=False)
+    made = cli("lab", "create", "--name", SEED)
+    assert made.returncode == 0, made.stderr
+    try:
+        (tmp / "group_vars").mkdir(parents=True, exist_ok=True)
+        lines = ["all:", "  children:", "    sglang_servers:", "      children:", "        lab:"]
+        lines += ["          hosts:", f"            {SEED}: {{ansible_host: {SEED}, {DOCKER_HOST}}}"]
+        (tmp / "seed.yml").write_text("\n".join(lines) + "\n")
+        (tmp / "group_vars" / "lab.yml").write_text(_lab_group_vars({}))
+        _link_group_vars_all(tmp)
+        converge = playbook("-i", str(tmp / "seed.yml"), "site.yml", timeout=5400)
+        assert converge.returncode == 0, converge.stdout[-6000:]
+        double = playbook("-i", str(tmp / "seed.yml"), "tests/e2e/data/roll_double.yml")
+        assert double.returncode == 0, double.stdout[-6000:]
+        docker("stop", SEED, timeout=300)
+        docker("commit", "--message", "sglang-deploy e2e: a converged replica", SEED, IMAGE_TAG, timeout=1800)
+    finally:
+        subprocess.run(["docker", "rm", "-f", "-v", SEED], capture_output=True, check=False)
+    print(f"replica image {IMAGE_TAG} made in {time.monotonic() - started:.0f}s")
+    return IMAGE_TAG
+
+
+def remove_replica_image(tag: str) -> None:
+    subprocess.run(["docker", "image", "rm", "-f", tag], capture_output=True, check=False)
+
+
+@dataclass
+class Fleet:
+    prefix: str
+    router: str
+    replicas: list[str]
+    network: str
+    tmp: Path
+    inventory: Path = Path()
+    ips: dict[str, str] = field(default_factory=dict)
+    created_s: float = 0.0
+
+    @property
+    def router_base(self) -> str:
+        return f"http://{self.ips[self.router]}:{ROUTER_PORT}"
+
+    def worker_url(self, replica: str) -> str:
+        return f"http://{self.ips[replica]}:{SERVER_PORT}"
+
+    def workers(self) -> dict[str, bool]:
+        """The router's /workers, read from the controller: url -> is_healthy."""
+        request = urllib.request.Request(f"{self.router_base}/workers", headers=AUTH)
+        with urllib.request.urlopen(request, timeout=5) as answer:
+            body = json.loads(answer.read())
+        return {w["url"]: bool(w["is_healthy"]) for w in body["workers"]}
+
+    def wait_workers(self, expected: dict[str, bool], timeout: float = 60) -> dict[str, bool]:
+        """The router's /workers once it equals ``expected`` (health checks run every 2 s), else the last."""
+        deadline, seen = time.monotonic() + timeout, {}
+        while time.monotonic() < deadline:
+            seen = self.workers()
+            if seen == expected:
+                break
+            time.sleep(1)
+        return seen
+
+    def extra(self, name: str, data: dict[str, Any]) -> str:
+        path = self.tmp / f"{name}.json"
+        path.write_text(json.dumps(data))
+        return f"@{path}"
+
+
+def write_inventory(
+    fleet: Fleet, server_vars: dict[str, Any], all_vars: dict[str, Any], router_vars: dict[str, Any]
+) -> Path:
+    dest = fleet.tmp / "inventory"
+    (dest / "group_vars").mkdir(parents=True, exist_ok=True)
+    router = {  # the REAL role; a fast health check so a stopped replica is seen within seconds
+        # as the lab group's hosts: root already, and sudo would drop the container's CA bundle variables
+        "ansible_become": False,
+        "sglang_router_policy": "round_robin",
+        "sglang_router_api_key": ROUTER_KEY,
+        "sglang_router_health_check_interval_secs": 2,
+        "sglang_router_health_failure_threshold": 1,
+        "sglang_router_health_success_threshold": 1,
+        **router_vars,
+    }
+    connection = DOCKER_HOST.split(", ")
+    lines = ["all:", "  vars:"]
+    everyone = {"sglang_router_url": fleet.router_base, **all_vars}
+    lines += [f"    {k}: {json.dumps(v)}" for k, v in everyone.items()]
+    lines += ["  children:", "    sglang_routers:", "      hosts:", f"        {fleet.router}:"]
+    lines += [f"          ansible_host: {fleet.router}"] + [f"          {kv}" for kv in connection]
+    lines += [f"          {k}: {json.dumps(v)}" for k, v in router.items()]
+    lines += ["    sglang_servers:", "      children:", "        lab:", "          hosts:"]
+    for name in fleet.replicas:
+        lines += [f"            {name}:", f"              ansible_host: {name}"]
+        lines += [f"              {kv}" for kv in connection]
+        lines += [f"              sglang_router_worker_url: {fleet.worker_url(name)}"]
+    (dest / "fleet.yml").write_text("\n".join(lines) + "\n")
+    defaults = {
+        # the router reaches the replicas over the fleet's network, without a key: open on purpose
+        "sglang_service_host": "0.0.0.0",
+        "sglang_allow_unauthenticated_bind": True,
+        **server_vars,
+    }
+    (dest / "group_vars" / "lab.yml").write_text(_lab_group_vars(defaults))
+    _link_group_vars_all(dest)
+    return dest / "fleet.yml"
+
+
+def make_fleet(  # noqa: PLR0917 - a test fixture's one constructor
+    tmp: Path,
+    prefix: str,
+    replicas: int,
+    image: str,
+    server_vars: dict[str, Any],
+    all_vars: dict[str, Any] | None = None,
+    router_vars: dict[str, Any] | None = None,
+) -> Fleet:
+    """The router (base lab image) and ``replicas`` containers from ``image``, on a network of their
+    own; then the README's command, `sglang-deploy up` with the double: the router role installs and
+    starts the router, each replica starts the double behind its unit and records its baseline, and
+    Stage 6 registers the verified replicas. Every replica is then healthy in the router."""
+    names = [f"{prefix}-{i}" for i in range(1, replicas + 1)]
+    fleet = Fleet(prefix, f"{prefix}-router", names, f"{prefix}-net", tmp)
+    started = time.monotonic()
+    remove_fleet(fleet)
+    docker("network", "create", fleet.network)
+    jobs = [("--name", fleet.router)] + [("--name", n, "--image", image) for n in names]
+    with ThreadPoolExecutor(len(jobs)) as pool:
+        made = list(pool.map(lambda args: cli("lab", "create", *args), jobs))
+    assert all(proc.returncode == 0 for proc in made), [proc.stdout + proc.stderr for proc in made]
+    for name in [fleet.router, *names]:
+        docker("network", "connect", fleet.network, name)
+        address = docker("inspect", "-f", IP_FORMAT.replace("NET", fleet.network), name)
+        fleet.ips[name] = address.stdout.strip()
+    inventory = write_inventory(fleet, server_vars, all_vars or {}, router_vars or {})
+    fleet.inventory = inventory
+    first = cli("up", "-i", str(inventory), "-e", fleet.extra("double", double_vars()),
+                "--artifacts", str(tmp / "art-first"), "--progress", "plain", timeout=3600)  # fmt: skip
+    assert first.returncode == 0, first.stdout[-8000:]
+    expected = {fleet.worker_url(n): True for n in names}
+    assert fleet.wait_workers(expected) == expected, fleet.workers()
+    fleet.created_s = time.monotonic() - started
+    print(f"fleet {prefix} ready in {fleet.created_s:.0f}s")
+    return fleet
+
+
+def remove_fleet(fleet: Fleet) -> None:
+    for name in [fleet.router, *fleet.replicas]:
+        subprocess.run(["docker", "rm", "-f", "-v", name], capture_output=True, check=False)
+    subprocess.run(["docker", "network", "rm", fleet.network], capture_output=True, check=False)
+
+
+def replica_image_from_env() -> str | None:
+    return os.environ.get(IMAGE_ENV) or None
