@@ -1,15 +1,19 @@
 #!/usr/bin/env python3
 """Rolling upgrade behind the real router, measured in the lab (issue 23 item 4).
 
-A fleet of 3 replicas (tests/e2e/test_roll_lab.py's helpers: 1 sglang-router 0.3.2 container and 3
-replica containers running the named TEST DOUBLE behind the real sglang-kimi unit). Client threads
-send /generate through the router while `sglang-deploy up --serial 1 --limit <first N replicas>`
-upgrades N = 1, 2, 3 of them (each roll changes the double's flag, so every rolled unit restarts).
+A fleet of 3 replicas (tests/e2e/fleet_lab.py, as test_roll_lab.py makes it: 1 router container
+converged by the sglang_router role, with its client key and --disable-retries, and 3 replica
+containers from the converged replica image running the named TEST DOUBLE behind the real
+sglang-kimi unit; SGLANG_E2E_FLEET_IMAGE names a prebuilt image, else one is built and removed).
+Client threads send /generate through the router while
+`sglang-deploy up --serial 1 --limit <first N replicas>` upgrades N = 1, 2, 3 of them (each roll
+changes the double's flag, so every rolled unit restarts).
 Per roll it prints the number of replicas rolled, the requests sent and failed, how long each replica
 was out of the router (from polling the router's /workers every 0.5 s) and the roll's wall time. The
 table is written to bench/results/fleet_roll-<date>.txt.
 
   .venv/bin/python bench/fleet_roll.py [--rolls 1 2 3] [--keep]
+  SGLANG_E2E_FLEET_IMAGE=sglang-deploy/fleet-replica:e2e .venv/bin/python bench/fleet_roll.py
 
 TEST NUMBERS: the replicas are a protocol double on a shared 2-CPU machine, not GPU servers. The
 wall time is mostly the double's start (SGLang's modules are imported: 60-150 s) and verify's small
@@ -19,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import sys
 import tempfile
@@ -29,6 +32,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "e2e"))
 
+import fleet_lab  # noqa: E402
 import test_roll_lab as lab  # noqa: E402
 
 
@@ -38,20 +42,13 @@ def main() -> int:
     )
     parser.add_argument("--rolls", type=int, nargs="+", default=[1, 2, 3], help="replicas per roll (1-3)")
     parser.add_argument("--keep", action="store_true", help="leave the containers in place")
-    parser.add_argument(
-        "--reuse",
-        type=Path,
-        help="a fleet made earlier (its fleet.json: router, replicas, network, inventory)",
-    )
     args = parser.parse_args()
-    if args.reuse:
-        data = json.loads(args.reuse.read_text())
-        fleet = lab.Fleet(data["router"], data["replicas"], data["network"], Path(data["inventory"]),
-                          Path(data["tmp"]), data["router_ip"], data.get("created_s", 0.0))  # fmt: skip
-        args.keep = True
-    else:
-        tmp = Path(tempfile.mkdtemp(prefix="fleet-roll-"))
-        fleet = lab.make_fleet(tmp, prefix="sglang-lab-rollbench")
+    tmp = Path(tempfile.mkdtemp(prefix="fleet-roll-"))
+    given = fleet_lab.replica_image_from_env()
+    image = given or fleet_lab.build_replica_image(tmp / "seed")
+    fleet = fleet_lab.make_fleet(
+        tmp, "sglang-lab-rollbench", 3, image, lab.SERVER_VARS, router_vars=lab.ROUTER_VARS
+    )
     rows = []
     try:
         for number, count in enumerate(args.rolls, start=1):
@@ -60,7 +57,7 @@ def main() -> int:
             proc, traffic, wall = lab.roll(
                 fleet,
                 f"bench-{number}",
-                lab.double_vars("--double-ttft-ms", flag),
+                fleet_lab.double_vars("--double-ttft-ms", flag),
                 "--limit",
                 ",".join(rolled),
             )
@@ -71,7 +68,9 @@ def main() -> int:
             rows.append((count, proc.returncode, traffic.sent, len(traffic.failed), out, wall))
     finally:
         if not args.keep:
-            lab.remove_fleet(fleet)
+            fleet_lab.remove_fleet(fleet)
+            if given is None:
+                fleet_lab.remove_replica_image(image)
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     lines = [
         f"# {stamp} bench/fleet_roll.py --rolls {' '.join(map(str, args.rolls))} (TEST NUMBERS: protocol "

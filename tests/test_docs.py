@@ -162,3 +162,22 @@ def test_gen_docs_check_names_the_role_that_differs_and_a_run_repairs_it(tmp_pat
     assert subprocess.run(check, capture_output=True, check=False).returncode == 0  # idempotent
     assert (repo / "roles/verify/README.md").read_text() == (REPO / "roles/verify/README.md").read_text()
     assert spec.read_text() == (REPO / "roles/nccl_env/meta/argument_specs.yml").read_text()
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_argument_spec_defaults_are_the_roles_defaults(role: str) -> None:
+    """A default written in both places says the same (defaults/main.yml is what runs; the argument spec
+    is what ansible-doc and the README table show). Templated defaults are the role's to compute."""
+    spec = yaml.safe_load((REPO / "roles" / role / "meta" / "argument_specs.yml").read_text())
+    path = REPO / "roles" / role / "defaults" / "main.yml"
+    defaults = (yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
+    differ = [
+        f"{entry}.{name}: argument spec {opt['default']!r}, defaults/main.yml {defaults[name]!r}"
+        for entry, body in spec["argument_specs"].items()
+        for name, opt in (body.get("options") or {}).items()
+        if "default" in opt
+        and name in defaults
+        and not (isinstance(defaults[name], str) and "{{" in defaults[name])
+        and opt["default"] != defaults[name]
+    ]
+    assert differ == []

@@ -70,3 +70,15 @@ def totals(out: str) -> dict[str, int]:
     assert found, f"no PLAY RECAP in the output:\n{out[-3000:]}"
     keys = ("ok", "changed", "unreachable", "failed")
     return {k: sum(int(m[k]) for m in found) for k in keys}
+
+
+def changed_tasks(out: str) -> list[str]:
+    """Names of the tasks that reported a change, in order (the default callback's TASK headers)."""
+    names: list[str] = []
+    current = ""
+    for line in out.splitlines():
+        if line.startswith("TASK ["):
+            current = line[len("TASK [") : line.rindex("]")]
+        elif line.startswith("changed:") and current not in names:
+            names.append(current)
+    return names

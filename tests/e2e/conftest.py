@@ -30,8 +30,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--run-fleet-lab",
         action="store_true",
         default=False,
-        help="also run the fleet tests (router + several replica containers, each with its own full "
-        "stack install: ~35 GB of disk and over an hour on 2 CPUs; scripts/test e2e does NOT pass it)",
+        help="also run the fleet tests (a router and replica containers made from one converged replica "
+        "image: ~15 GB of disk, about 45 min on a loaded 2-CPU machine; scripts/test e2e does NOT pass it)",
     )
 
 
@@ -65,8 +65,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     )  # fmt: skip
     _skip_unless(
         config, items, "--run-fleet-lab", "fleet_lab",
-        "a router and several replica containers, each with a full stack install (~35 GB, over "
-        "an hour on 2 CPUs): run with `pytest tests/e2e --run-e2e --run-fleet-lab`",
+        "a router and replica containers from one converged replica image (~15 GB, about 45 min "
+        "on a loaded 2-CPU machine): run with `pytest tests/e2e --run-e2e --run-fleet-lab`",
     )  # fmt: skip
     if config.getoption("--run-e2e", default=False):
         return

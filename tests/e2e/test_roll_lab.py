@@ -215,7 +215,8 @@ def test_a_rolling_upgrade_drops_no_request(fleet: Fleet) -> None:
         [(left, gone, back)] = [
             w for w in traffic.out_windows(fleet.worker_url(name)) if w[0] < started < w[2]
         ]
-        assert gone <= stopped < started < back, (name, gone, stopped, started, back)
+        # systemd stamps in whole seconds (--timestamp=unix): a quick restart stops and starts in one
+        assert gone <= stopped <= started < back, (name, gone, stopped, started, back)
         verified = float(
             lab_exec("stat", "-c", "%Y", "/var/lib/sglang-deploy/verify-results.json", name=name)
         )
@@ -261,19 +262,22 @@ def test_a_hand_added_worker_is_drift_and_removed_by_up(fleet: Fleet) -> None:
 def test_a_failed_gate_stays_out_is_rolled_back_and_stops_the_roll(fleet: Fleet) -> None:
     first, *rest = fleet.replicas
     before = {name: unit_state(name) for name in fleet.replicas}
+    unit_before = lab_exec("systemctl", "cat", "sglang-kimi", name=first)
     proc, traffic, _ = roll(fleet, "slow", double_vars("--double-tokens-per-s", "50"))
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out[-8000:]
     assert f"ROLL STOPPED: 1 of 1 host(s) of batch 1 failed ({first})" in out, out[-8000:]
-    assert "verify layer 8 (rollback): restored the state of " in out, out[-8000:]
+    # verify's failure names the rollback (layer 8 restored the last good state, then gated it again)
+    assert "verify failed on release " in out, out[-8000:]
+    assert " and rolled back to " in out, out[-8000:]
     workers = fleet.workers()
     assert fleet.worker_url(first) not in workers, workers
     assert workers == {fleet.worker_url(n): True for n in rest}
     for name in rest:  # later batches untouched
         assert unit_state(name)["InvocationID"] == before[name]["InvocationID"], name
-    # the rollback restarted the first replica on its last good unit (the 100 tok/s one)
+    # the rollback restarted the first replica on its last good unit (the 100 tok/s one, as before)
     assert lab_exec("systemctl", "is-active", "sglang-kimi", name=first).strip() == "active"
     unit = lab_exec("systemctl", "cat", "sglang-kimi", name=first)
     assert "--double-tokens-per-s 50" not in unit, unit
-    assert "--double-ttft-ms 22" in unit, unit
+    assert unit == unit_before
     assert traffic.failed == [], traffic.failed[:20]

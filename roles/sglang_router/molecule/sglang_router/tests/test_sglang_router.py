@@ -142,17 +142,6 @@ STATE_TASK = (
 )
 
 
-def _changed_tasks(out: str) -> list[str]:
-    """Names of the tasks that reported a change (the default callback's TASK headers)."""
-    names, current = [], ""
-    for line in out.splitlines():
-        if line.startswith("TASK ["):
-            current = line[len("TASK [") : line.rindex("]")]
-        elif line.startswith("changed:") and current not in names:
-            names.append(current)
-    return names
-
-
 def test_tampered_unit_and_key_are_drift_and_restored(host) -> None:
     """An edited unit and a replaced key file: --check --diff names both paths (the key's content
     never), changes nothing; a real run restores both and restarts the router (then re-registers
@@ -169,7 +158,7 @@ def test_tampered_unit_and_key_are_drift_and_restored(host) -> None:
 
     rc, out = moltest.run_playbook("converge.yml", "--check", "--diff")
     assert rc == 0, out[-4000:]
-    assert _changed_tasks(out) == [STATE_TASK], out[-4000:]
+    assert moltest.changed_tasks(out) == [STATE_TASK], out[-4000:]
     for needle in (f"before: {unit_path}", f"before: {key_path}", "-RestartSec=1", "+RestartSec=5"):
         assert needle in out, out[-4000:]
     assert tampered not in out

@@ -269,17 +269,6 @@ def test_restart_on_nccl_and_release_change_only(host):
     assert TEST_KEY not in out
 
 
-def _changed_tasks(out: str) -> list[str]:
-    """Names of the tasks that reported a change (the default callback's TASK headers)."""
-    names, current = [], ""
-    for line in out.splitlines():
-        if line.startswith("TASK ["):
-            current = line[len("TASK [") : line.rindex("]")]
-        elif line.startswith("changed:") and current not in names:
-            names.append(current)
-    return names
-
-
 STATE_TASK = (
     "sglang_service : Apply the service's host state (user, directories, launcher, launch-args.json, "
     "key file, unit, drop-ins, enablement)"
@@ -292,7 +281,7 @@ def test_edited_nccl_value_predicts_no_unit_change(host):
     host.check_output("sed -i 's/^NCCL_NTHREADS=.*/NCCL_NTHREADS=999/' /etc/sglang/nccl.env")
     rc, out = moltest.run_playbook("service.yml", "--check", "--diff")
     assert rc == 0, out[-4000:]
-    assert _changed_tasks(out) == ["nccl_env : Render the environment file"], out[-4000:]
+    assert moltest.changed_tasks(out) == ["nccl_env : Render the environment file"], out[-4000:]
     rc, out, recap = run_playbook()
     assert rc == 0, out[-4000:]
     assert recap["changed"] == 1, out[-4000:]
