@@ -1,9 +1,12 @@
 """The cuda_toolkit role's drift logic: the probe module (plugins/modules/cuda_toolkit_probe.py) on a
-toolkit home made here, and the filters that turn its answer into repairs."""
+toolkit home made here (and a real venv for the wheel method's site-packages), and the filter that
+turns its answer into the drift text."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 from modload import REPO, load_module
@@ -69,7 +72,23 @@ def test_missing_or_wrong_nvcc_is_drift(tmp_path: Path) -> None:
     )
 
 
-def test_wheel_links_to_fix(tmp_path: Path) -> None:
-    links = [{"dest": "bin", "src": "bin"}, {"dest": "lib64", "src": "lib"}, {"dest": "nvvm", "src": "nvvm"}]
-    current = {"bin": "/sp/nvidia/cu13/bin", "lib64": "/elsewhere", "nvvm": ""}
-    assert filters.cuda_toolkit_links_to_fix(links, current, "/sp/nvidia/cu13") == links[1:]
+def test_wheel_purelib_read_or_predicted(tmp_path: Path) -> None:
+    """The venv's site-packages before the venv exists is the one `python -m venv` makes: the prefix
+    links (managed_state) can point there before the install; an existing venv answers for itself."""
+    venv = tmp_path / "venv"
+    wheel = {"venv": str(venv), "interpreter": sys.executable}
+    ver = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    out = probe_mod.probe({**spec(home(tmp_path), tmp_path / "s.json"), "wheel": wheel})["wheel"]
+    assert out == {"python": False, "purelib": f"{venv}/lib/python{ver}/site-packages", "version": ""}
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    made = sorted(venv.glob("lib/python*/site-packages"))
+    assert [str(p) for p in made] == [out["purelib"]], "the prediction is not what venv made"
+    info = made[0] / "cuda_toolkit-13.0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: cuda-toolkit\nVersion: 13.0.1\n\nbody\n")
+    again = probe_mod.probe({**spec(home(tmp_path / "h2"), tmp_path / "s.json"), "wheel": wheel})["wheel"]
+    assert again == {"python": True, "purelib": out["purelib"], "version": "13.0.1"}
+    # an interpreter that cannot be run: unknown ('' - the role then describes no links yet)
+    gone = {"venv": str(tmp_path / "other"), "interpreter": str(tmp_path / "no-python")}
+    unknown = probe_mod.probe({**spec(home(tmp_path / "h3"), tmp_path / "s.json"), "wheel": gone})
+    assert unknown["wheel"]["purelib"] == ""

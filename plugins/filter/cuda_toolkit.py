@@ -6,18 +6,11 @@ Pure functions, unit-tested in tests/test_cuda_toolkit_drift.py.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 _BUILD = re.compile(r"V(\d+\.\d+\.\d+)")
 _RELEASE = re.compile(r"release (\d+\.\d+)")
-
-
-def cuda_toolkit_links_to_fix(
-    links: Sequence[Mapping[str, str]], current: Mapping[str, str], base: str
-) -> list[dict[str, str]]:
-    """The prefix links ({dest, src}) whose current target (current[dest], '' = no link) is not base/src."""
-    return [dict(link) for link in links if current.get(link["dest"], "") != f"{base}/{link['src']}"]
 
 
 def cuda_toolkit_drift_text(probe: Mapping[str, Any], expected_build: str, expected_release: str) -> str:
@@ -44,6 +37,5 @@ def cuda_toolkit_drift_text(probe: Mapping[str, Any], expected_build: str, expec
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
-            "cuda_toolkit_links_to_fix": cuda_toolkit_links_to_fix,
             "cuda_toolkit_drift_text": cuda_toolkit_drift_text,
         }

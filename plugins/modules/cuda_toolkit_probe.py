@@ -3,12 +3,12 @@
 
 module: sglang.deploy.cuda_toolkit_probe (returns `probe`; SPEC is its `spec` option)
 SPEC: {"home": CUDA_HOME, "packages": [dpkg names], "needed": [files under home], "selftest_state": path,
-       "selftest_key": str, "wheel": {"venv": path, "prefix": path, "links": [names]} (wheel method),
-       "files": {path: {"owner", "group", "mode"}}}
+       "selftest_key": str, "wheel": {"venv": path, "interpreter": python} (wheel method)}
 Answers: missing dpkg packages; nvcc (exists, `nvcc --version` output, sha256); toolkit files that are
 missing; the dpkg package that owns nvcc; the self-test cache key (selftest_key + nvcc's sha256) and
-whether the state file holds it; for the wheel method the venv's cuda-toolkit version, its
-site-packages and where each prefix link points; sha256/owner/group/mode of the given files.
+whether the state file holds it; for the wheel method the venv's cuda-toolkit version and its
+site-packages (before the venv exists: the one `interpreter -m venv` will make). The role's files,
+directories and links are not probed here: sglang.deploy.managed_state compares and applies them.
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
 
 from ansible_collections.sglang.deploy.plugins.module_utils.host_state import (
     exit_with_probe,
-    owner_mode,
     sha256,
     site_packages,
 )
@@ -33,8 +33,10 @@ short_description: Read-only probe of the CUDA toolkit (prerequisites, nvcc, sel
 description:
   - Answers the missing dpkg packages; nvcc (exists, C(nvcc --version) output, sha256); the toolkit files
     that are missing; the dpkg package that owns nvcc; the self-test cache key and whether the state file
-    holds it; for the wheel method the venv's cuda-toolkit version, its site-packages and where each prefix
-    link points; sha256, owner, group and mode of the given files.
+    holds it; for the wheel method the venv's cuda-toolkit version and its site-packages (before the venv
+    exists, the one O(spec.wheel.interpreter) C(-m venv) will create, so that the prefix links can be
+    described before the install).
+  - The role's files, directories and links are compared and applied by M(sglang.deploy.managed_state).
 options:
   spec:
     suboptions:
@@ -52,11 +54,10 @@ options:
         type: dict
         suboptions:
           venv: {description: The venv holding the cuda-toolkit wheels., type: path}
-          prefix: {description: The prefix whose links point into the venv., type: path}
-          links: {description: The link names under the prefix., type: list, elements: str}
-      files:
-        description: Files to report (path -> the owner, group and mode they must have).
-        type: dict
+          interpreter:
+            description: The Python that creates the venv (asked for its version while the venv is missing).
+            type: str
+            default: python3
 extends_documentation_fragment: [sglang.deploy.probe]
 """
 
@@ -132,18 +133,23 @@ def dist_version(purelib: Path, name: str) -> str:
     return ""
 
 
-def file_state(path: str) -> dict[str, Any]:
+def venv_purelib(venv: Path, interpreter: str) -> str:
+    """The venv's site-packages: the one it has, else the one `interpreter -m venv` creates on POSIX
+    (lib/pythonX.Y/site-packages, X.Y the interpreter's version); '' when neither can be told."""
+    found = site_packages(venv)
+    if found:
+        return str(found)
     try:
-        st = os.lstat(path)
-    except OSError:
-        return {"exists": False}
-
-    return {
-        "exists": True,
-        "sha256": sha256(path) if os.path.isfile(path) else None,
-        **owner_mode(st),
-        "isdir": os.path.isdir(path),
-    }
+        out = subprocess.run(
+            [interpreter, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True, text=True, timeout=30, check=False,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    version = out.stdout.strip()
+    if out.returncode != 0 or not re.fullmatch(r"[0-9]+\.[0-9]+", version):
+        return ""
+    return str(venv / "lib" / f"python{version}" / "site-packages")
 
 
 def probe(spec: dict[str, Any]) -> dict[str, Any]:
@@ -163,21 +169,17 @@ def probe(spec: dict[str, Any]) -> dict[str, Any]:
         "selftest_key": key,
         "selftest_cached": cached and bool(nvcc["sha256"]),
         "selftest_gpu_run": state.get("gpu_run", "not run") if cached else "not run",
-        "files": {p: file_state(p) for p in spec.get("files", [])},
     }
     if spec.get("dpkg_owner"):
         out["nvcc_package"] = dpkg_owner(str(home / "bin" / "nvcc"))
     wheel = spec.get("wheel")
     if wheel:
-        purelib = site_packages(Path(wheel["venv"]))
+        venv = Path(wheel["venv"])
+        purelib = site_packages(venv)
         out["wheel"] = {
-            "python": (Path(wheel["venv"]) / "bin" / "python").exists(),
-            "purelib": str(purelib or ""),
+            "python": (venv / "bin" / "python").exists(),
+            "purelib": venv_purelib(venv, str(wheel.get("interpreter") or "python3")),
             "version": dist_version(purelib, "cuda-toolkit") if purelib else "",
-            "links": {
-                n: os.readlink(Path(wheel["prefix"]) / n) if (Path(wheel["prefix"]) / n).is_symlink() else ""
-                for n in wheel["links"]
-            },
         }
     return out
 

@@ -104,3 +104,55 @@ def test_deleted_nvcc_is_drift_repaired_by_a_run_and_selftest_cached(host) -> No
     assert rc == 0, out[-4000:]
     assert moltest.totals(out)["changed"] == 0, out[-4000:]
     assert "self-test passed before with this nvcc" in out, out[-4000:]
+
+
+STATE_TASK = (
+    "cuda_toolkit : Apply the toolkit's host state (prefix, requirements file, links, profile snippet)"
+)
+PROFILE = "/etc/profile.d/cuda-toolkit.sh"
+
+
+def _changed_tasks(out: str) -> list[str]:
+    """Names of the tasks that reported a change (the default callback's TASK headers)."""
+    names, current = [], ""
+    for line in out.splitlines():
+        if line.startswith("TASK ["):
+            current = line[len("TASK [") : line.rindex("]")]
+        elif line.startswith("changed:") and current not in names:
+            names.append(current)
+    return names
+
+
+def test_tampered_link_snippet_and_prefix_mode_reported_by_one_task_and_restored(host) -> None:
+    """The role's host state is one description applied by one managed_state task: a retargeted
+    lib64 link, an edited profile snippet and a chmodded prefix are each reported by --check --diff
+    in that one task (nothing else changes, nothing is reinstalled, nothing written), then restored."""
+    import moltest  # noqa: PLC0415 (molecule/shared on the verifier's path)
+
+    lib64 = host.check_output(f"readlink {PREFIX}/lib64")
+    snippet = host.file(PROFILE).content_string
+    host.run_expect(
+        [0],
+        f"ln -sfn /tmp {PREFIX}/lib64 && echo 'export CUDA_HOME=/elsewhere' >> {PROFILE}"
+        f" && chmod 0700 {PREFIX}",
+    )
+    rc, out = moltest.run_playbook("converge.yml", "--check", "--diff")
+    assert rc == 0, out[-4000:]
+    assert _changed_tasks(out) == [STATE_TASK], out[-4000:]
+    assert moltest.totals(out)["changed"] == 1, out[-4000:]
+    assert '"src": "/tmp"' in out, out[-4000:]
+    assert f'"src": "{lib64}"' in out, out[-4000:]
+    assert "-export CUDA_HOME=/elsewhere" in out, out[-4000:]
+    assert '"mode": "0700"' in out, out[-4000:]
+    assert host.check_output(f"readlink {PREFIX}/lib64") == "/tmp", "check mode changed the link"
+    assert host.file(PREFIX).mode == 0o700, "check mode changed the prefix"
+    rc, out = moltest.run_playbook("converge.yml")
+    assert rc == 0, out[-4000:]
+    assert _changed_tasks(out) == [STATE_TASK], out[-4000:]
+    assert host.check_output(f"readlink {PREFIX}/lib64") == lib64
+    assert host.file(PROFILE).content_string == snippet
+    prefix = host.file(PREFIX)
+    assert (prefix.user, prefix.group, prefix.mode) == ("root", "root", 0o755)
+    rc, out = moltest.run_playbook("converge.yml", "--check")
+    assert rc == 0, out[-4000:]
+    assert moltest.totals(out)["changed"] == 0, out[-4000:]
