@@ -112,17 +112,6 @@ STATE_TASK = (
 PROFILE = "/etc/profile.d/cuda-toolkit.sh"
 
 
-def _changed_tasks(out: str) -> list[str]:
-    """Names of the tasks that reported a change (the default callback's TASK headers)."""
-    names, current = [], ""
-    for line in out.splitlines():
-        if line.startswith("TASK ["):
-            current = line[len("TASK [") : line.rindex("]")]
-        elif line.startswith("changed:") and current not in names:
-            names.append(current)
-    return names
-
-
 def test_tampered_link_snippet_and_prefix_mode_reported_by_one_task_and_restored(host) -> None:
     """The role's host state is one description applied by one managed_state task: a retargeted
     lib64 link, an edited profile snippet and a chmodded prefix are each reported by --check --diff
@@ -138,7 +127,7 @@ def test_tampered_link_snippet_and_prefix_mode_reported_by_one_task_and_restored
     )
     rc, out = moltest.run_playbook("converge.yml", "--check", "--diff")
     assert rc == 0, out[-4000:]
-    assert _changed_tasks(out) == [STATE_TASK], out[-4000:]
+    assert moltest.changed_tasks(out) == [STATE_TASK], out[-4000:]
     assert moltest.totals(out)["changed"] == 1, out[-4000:]
     assert '"src": "/tmp"' in out, out[-4000:]
     assert f'"src": "{lib64}"' in out, out[-4000:]
@@ -148,7 +137,7 @@ def test_tampered_link_snippet_and_prefix_mode_reported_by_one_task_and_restored
     assert host.file(PREFIX).mode == 0o700, "check mode changed the prefix"
     rc, out = moltest.run_playbook("converge.yml")
     assert rc == 0, out[-4000:]
-    assert _changed_tasks(out) == [STATE_TASK], out[-4000:]
+    assert moltest.changed_tasks(out) == [STATE_TASK], out[-4000:]
     assert host.check_output(f"readlink {PREFIX}/lib64") == lib64
     assert host.file(PROFILE).content_string == snippet
     prefix = host.file(PREFIX)
