@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 
 import moltest
 
@@ -137,9 +138,7 @@ def test_hand_added_worker_is_drift_and_removed(host) -> None:
     assert {w["url"] for w in workers(host)} == {"http://127.0.0.1:31001", "http://127.0.0.1:31002"}
 
 
-STATE_TASK = (
-    "sglang_router : Apply the router's host state (user, directories, launcher, key file, unit, enablement)"
-)
+STATE_TASK = "sglang_router : Apply the router's files and unit (launcher, key file, unit, enablement)"
 
 
 def test_tampered_unit_and_key_are_drift_and_restored(host) -> None:
@@ -181,3 +180,62 @@ def test_tampered_unit_and_key_are_drift_and_restored(host) -> None:
     listed = workers(host)  # the restarted router reads the restored key: the API answers with it
     assert {w["url"] for w in listed} == {"http://127.0.0.1:31001", "http://127.0.0.1:31002"}
     assert all(w["is_healthy"] for w in listed)
+
+
+def test_router_service_tag_alone(host) -> None:
+    """`--tags router_service` (the release tasks skipped): the run state is applied and the router is
+    started, without the facts only the release tasks set; a converged host changes nothing."""
+    started = host.check_output(f"systemctl show -p InvocationID --value {UNIT}")
+    rc, out = moltest.run_playbook("converge.yml", "--tags", "router_service")
+    assert rc == 0, out[-4000:]
+    assert moltest.totals(out)["changed"] == 0, moltest.changed_tasks(out)
+    assert host.check_output(f"systemctl show -p InvocationID --value {UNIT}") == started
+
+
+def test_a_failed_build_leaves_the_unit_and_current_as_they_were(host) -> None:
+    """A new lock whose router wheel hash matches no artefact (uv's --require-hashes fails the build)
+    together with a changed flag (--policy round_robin in the unit): the play fails naming the build,
+    the failed release is removed, and the unit, the launcher, `current` and the running router are
+    untouched - the new unit is never written before a complete release."""
+    unit_path = f"/etc/systemd/system/{UNIT}.service"
+    unit_sha = host.file(unit_path).sha256sum
+    current = host.file(f"{ROOT}/current").linked_to
+    releases = set(host.check_output(f"ls {ROOT}/releases").split())
+    started = host.check_output(f"systemctl show -p InvocationID --value {UNIT}")
+    broken = {"sglang_router_wheel_sha256": ["0" * 64], "sglang_router_policy": "round_robin"}
+    rc, out = moltest.run_playbook("converge.yml", extra=[broken])
+    assert rc != 0, out[-4000:]
+    assert "Building router release" in out, out[-4000:]
+    assert "failed in task" in out
+    assert "were left as they were" in out
+    assert host.file(unit_path).sha256sum == unit_sha
+    assert "round_robin" not in host.file(unit_path).content_string
+    assert host.file(f"{ROOT}/current").linked_to == current
+    assert set(host.check_output(f"ls {ROOT}/releases").split()) == releases
+    assert host.check_output(f"systemctl show -p InvocationID --value {UNIT}") == started
+    code, _ = curl(host, f"{API}/health")
+    assert code == 200
+
+
+def test_status_asks_the_router_through_the_role(host) -> None:
+    """The collection's playbooks/status.yml on the router (its play includes the role's status entry
+    point): /workers, /readiness and /health asked at the role's own API URL with its key, handed to
+    the controller as data; the key is in no output."""
+    playbook = moltest.scenario_dir().parents[3] / "playbooks" / "status.yml"
+    inventory = str(moltest.inventory_dir())
+    cmd = ["ansible-playbook", "-i", inventory, str(playbook), "--limit", "sgd-sglang_router"]
+    # stdout one JSON document: without profile_tasks, whose timings go to stdout too
+    env = dict(
+        moltest.ansible_env("ansible.posix.json"),
+        ANSIBLE_SHOW_CUSTOM_STATS="1",
+        ANSIBLE_CALLBACKS_ENABLED="sglang.deploy.prefork",
+    )
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert ROUTER_KEY not in proc.stdout + proc.stderr
+    stats = json.loads(proc.stdout)["global_custom_stats"]["sglang_status_routers"]["sgd-sglang_router"]
+    assert stats["health"]["status"] == 200
+    assert stats["workers"]["status"] == 200, stats["workers"]
+    listed = {w["url"] for w in json.loads(stats["workers"]["body"])["workers"]}
+    assert listed == {"http://127.0.0.1:31001", "http://127.0.0.1:31002"}
+    assert stats["prometheus_target"].endswith(":29000")
