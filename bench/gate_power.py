@@ -16,10 +16,15 @@ The per-level pace of the healthy release is the double's lab setting scaled by 
 
 A trial: record a baseline (healthy release), then gate a run of the release slowed by the given
 regression. "caught" = the gate failed; for regression 0 % that rate is the false-failure rate. All
-levels are gated (a run fails when any level fails), as in the role.
+levels are gated (a run fails when any level fails), as in the role. With the confirmation
+(verify_gate_confirm, the role's default) a run that fell short on throughput only is measured again
+(--gate-reps more) and the gate judges the pooled repetitions of both (``pool_levels``, then ``gate``
+with ``first=``), as tasks/gate_confirm.yml does; the table also says how often that second
+measurement ran (its cost in benchmark time).
 
 usage: bench/gate_power.py [--trials N] [--cvs 1,3,5] [--regressions 0,5,10,20] [--levels 1,30,100,250]
-                           [--tolerance 5] [--k 2] [--gate-reps 3] [--baseline-reps 3] [--seed 1]
+                           [--tolerance 5] [--k 3] [--gate-reps 3] [--baseline-reps 3] [--seed 1]
+                           [--confirm both|on|off]
 """
 
 from __future__ import annotations
@@ -65,8 +70,10 @@ def measure(levels: list[int], slowdown: float, cv: float, reps: int, rng: rando
     return combined
 
 
-def trial(args: argparse.Namespace, cv: float, slowdown: float, rng: random.Random) -> bool:
-    """One recorded baseline + one gated run; True when the gate failed the run."""
+def trial(
+    args: argparse.Namespace, cv: float, slowdown: float, rng: random.Random, confirm: bool
+) -> tuple[bool, bool]:
+    """One recorded baseline + one gated run: (the gate failed the run, a confirmation was measured)."""
     fp = G.fingerprint({"model_path": "/m", "preset": "production", "levels": args.levels})
     base_levels = measure(args.levels, 0.0, cv, args.baseline_reps, rng)
     record = G.baseline_record(base_levels, fp, recorded_at="sim", release_id="r1")
@@ -75,8 +82,12 @@ def trial(args: argparse.Namespace, cv: float, slowdown: float, rng: random.Rand
     assert baseline["source"] == "recorded"
     run = measure(args.levels, slowdown, cv, args.gate_reps, rng)
     gated = G.gate(run, baseline, args.tolerance, args.k)
+    confirmed = confirm and bool(gated["confirmable"])
+    if confirmed:
+        again = measure(args.levels, slowdown, cv, args.gate_reps, rng)
+        gated = G.gate(G.pool_levels(run, again), baseline, args.tolerance, args.k, first=gated)
     outcome = G.gate_outcome(gated, baseline, record="auto", layers_ok=True)
-    return bool(outcome["status"] == "failed")
+    return bool(outcome["status"] == "failed"), confirmed
 
 
 def main() -> int:
@@ -92,6 +103,7 @@ def main() -> int:
     parser.add_argument("--gate-reps", type=int, default=3, help="verify_gate_repetitions")
     parser.add_argument("--baseline-reps", type=int, default=3, help="verify_baseline_repetitions")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--confirm", choices=["both", "on", "off"], default="both")
     args = parser.parse_args()
     args.levels = [int(x) for x in args.levels.split(",")]
     cvs = [float(x) for x in args.cvs.split(",")]
@@ -102,18 +114,31 @@ def main() -> int:
         f"{args.gate_reps}, baseline repetitions {args.baseline_reps}, levels {args.levels}, "
         f"{args.trials} trials per cell (simulated measurements, real gate code)"
     )
-    header = f"{'jitter CV':>9} | " + " | ".join(f"{'-' + format(r, 'g') + '%':>12}" for r in regressions)
-    print(header)
-    print("-" * len(header))
-    for cv in cvs:
-        cells = []
-        for reg in regressions:
-            failed = sum(trial(args, cv / 100.0, reg / 100.0, rng) for _ in range(args.trials))
-            rate = failed / args.trials * 100.0
-            cells.append(f"{('false ' if reg == 0 else 'caught ') + format(rate, '.1f') + '%':>12}")
-        print(f"{format(cv, 'g') + '%':>9} | " + " | ".join(cells))
+    modes = {"both": [False, True], "on": [True], "off": [False]}[args.confirm]
+    for confirm in modes:
+        print()
+        print(
+            "verify_gate_confirm: true (a throughput-only shortfall measured again, both judged)"
+            if confirm
+            else "verify_gate_confirm: false (one gated measurement)"
+        )
+        header = f"{'jitter CV':>9} | " + " | ".join(f"{'-' + format(r, 'g') + '%':>24}" for r in regressions)
+        print(header)
+        print("-" * len(header))
+        for cv in cvs:
+            cells = []
+            for reg in regressions:
+                results = [trial(args, cv / 100.0, reg / 100.0, rng, confirm) for _ in range(args.trials)]
+                rate = sum(f for f, _ in results) / args.trials * 100.0
+                again = sum(c for _, c in results) / args.trials * 100.0
+                cell = ("false " if reg == 0 else "caught ") + format(rate, ".1f") + "%"
+                if confirm:
+                    cell += f" (2nd {again:.0f}%)"
+                cells.append(f"{cell:>24}")
+            print(f"{format(cv, 'g') + '%':>9} | " + " | ".join(cells))
     print(
-        "(column -0%: a healthy release, its rate the false-failure rate; other columns: regression caught)"
+        "(column -0%: a healthy release, its rate the false-failure rate; other columns: regression caught;"
+        " 2nd: share of runs measured a second time)"
     )
     return 0
 

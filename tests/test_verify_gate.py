@@ -189,6 +189,59 @@ def test_threshold_is_max_of_floor_and_k_times_the_spread() -> None:
         assert cell in table
 
 
+def test_pooled_levels_take_the_median_of_every_repetition() -> None:
+    first = reps({1: [90.0, 91.0, 92.0], 30: [600.0, 610.0, 620.0]})
+    second = reps({1: [99.0, 100.0, 101.0], 30: [605.0, 615.0, 625.0]})
+    pooled = G.pool_levels(first, second)
+    assert [r["level"] for r in pooled] == [1, 30]
+    one = pooled[0]
+    assert one["repetitions"] == 6
+    assert one["completed"] == 180
+    assert one["output_tps"] == 95.5  # median of 90 91 92 99 100 101
+    assert one["output_tps_spread"]["n"] == 6
+    assert one["ok"] is True
+    # a level with errors in either measurement stays not ok, its errors summed
+    broken = [dict(r, errors=2, ok=False) for r in second]
+    assert [r["errors"] for r in G.pool_levels(first, broken)] == [2, 2]
+    assert not any(r["ok"] for r in G.pool_levels(first, broken))
+
+
+def test_a_throughput_shortfall_is_confirmable_errors_are_not() -> None:
+    baseline = recorded({1: [96.0, 100.0, 104.0], 30: [576.0, 600.0, 624.0]})
+    short = G.gate(reps({1: [88.0] * 3, 30: [600.0] * 3}), baseline, 5, 3)
+    assert short["status"] == "failed"
+    assert short["confirmable"] is True
+    errors = reps({1: [88.0] * 3, 30: [600.0] * 3})
+    errors[1] = dict(errors[1], errors=1)
+    assert G.gate(errors, baseline, 5, 3)["confirmable"] is False
+    assert G.gate(reps({1: [100.0] * 3, 30: [600.0] * 3}), baseline, 5, 3)["confirmable"] is False
+
+
+def test_a_confirmation_judges_both_measurements() -> None:
+    """A first measurement 12 % short at C=1 (allowed 9.8 %): measured again at the baseline's pace, the
+    pooled six repetitions (allowed 4 x sqrt(1/6 + 1/3) x 3 = 8.5 %) pass and the reason names both; a
+    regression that holds fails the pooled gate too."""
+    baseline = recorded({1: [96.0, 100.0, 104.0], 30: [576.0, 600.0, 624.0]})
+    first_run = reps({1: [88.0] * 3, 30: [600.0] * 3})
+    first = G.gate(first_run, baseline, 5, 3)
+    assert first["status"] == "failed"
+    healthy = G.gate(
+        G.pool_levels(first_run, reps({1: [100.0] * 3, 30: [600.0] * 3})), baseline, 5, 3, first=first
+    )
+    assert healthy["status"] == "passed", G.gate_table(healthy)
+    assert healthy["rows"][0]["allowed_pct"] == 8.5
+    assert healthy["confirmation"]["first_failed_levels"] == [1]
+    assert healthy["confirmation"]["repetitions"] == 6
+    assert healthy["reason"].startswith("the first measurement fell short at C=1 -12.0% (allowed -9.8%)")
+    assert healthy["confirmable"] is False
+    slow = G.gate(
+        G.pool_levels(first_run, reps({1: [89.0] * 3, 30: [600.0] * 3})), baseline, 5, 3, first=first
+    )
+    assert slow["status"] == "failed"
+    assert slow["failed_levels"] == [1]
+    assert G.gate_outcome(slow, baseline, record="auto", layers_ok=True)["record"] is False
+
+
 def test_seeds_baseline_preset_numbers_fail_as_production() -> None:
     """Issue 20: the seed's no-speculation figures fed as the production run's result passed at 10 %."""
     result = G.gate(levels(c1=92.7, c30=689.4), seed_baseline("production"), 5, 3)

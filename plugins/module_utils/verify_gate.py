@@ -275,6 +275,50 @@ def combine_repetitions(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]
     return out
 
 
+def pool_levels(first: list[dict[str, Any]], second: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Two measurements of the same levels (``combine_repetitions`` rows) pooled: per level the output
+    tok/s and accept length are the median and spread over the repetitions of both (their ``values``),
+    repetitions, completed, errors and output tokens summed, ``ok`` only when both were; the latency
+    figures (medians of each measurement, not pooled exactly) are the mean of the two. A level measured
+    once only keeps that row."""
+    second_by = {int(r["level"]): r for r in second}
+    out: list[dict[str, Any]] = []
+    for a in sorted(first, key=lambda r: int(r["level"])):
+        b = second_by.get(int(a["level"]))
+        if b is None:
+            out.append(dict(a))
+            continue
+        row: dict[str, Any] = {"level": int(a["level"])}
+        for name in _FIGURES:
+            if name == "output_tps":
+                continue
+            known = [v for v in (_num(a.get(name)), _num(b.get(name))) if v is not None]
+            row[name] = round(sum(known) / len(known), 3) if known else None
+        tps = spread(_values(a, b, "output_tps_spread", "output_tps"))
+        acc = spread(_values(a, b, "accept_spread", "accept_length"))
+        row["output_tps"] = tps["median"]
+        row["accept_length"] = acc["median"]
+        row["output_tps_spread"], row["accept_spread"] = tps, acc
+        for name in ("repetitions", "completed", "errors", "total_output_tokens"):
+            row[name] = int(a.get(name) or (1 if name == "repetitions" else 0)) + int(
+                b.get(name) or (1 if name == "repetitions" else 0)
+            )
+        row["ok"] = bool(a.get("ok")) and bool(b.get("ok"))
+        if not row["ok"] and (a.get("output_tps") is None or b.get("output_tps") is None):
+            row["output_tps"] = None
+        out.append(row)
+    return out
+
+
+def _values(a: dict[str, Any], b: dict[str, Any], spread_key: str, figure: str) -> list[Any]:
+    """The repetitions' values of one figure in both rows (a row without a spread: its one value)."""
+    out: list[Any] = []
+    for row in (a, b):
+        values = (row.get(spread_key) or {}).get("values")
+        out += list(values) if values else [row.get(figure)]
+    return out
+
+
 # ---- baseline records ---------------------------------------------------------------------------------
 
 
@@ -443,14 +487,21 @@ def allowed_shortfall(
 
 
 def gate(
-    levels: list[dict[str, Any]], baseline: dict[str, Any], tolerance_pct: float, noise_k: float = 3.0
+    levels: list[dict[str, Any]],
+    baseline: dict[str, Any],
+    tolerance_pct: float,
+    noise_k: float = 3.0,
+    first: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Compare each measured level with the baseline.
 
     Per level: expected = the recorded median, allowed = max(``tolerance_pct``, ``noise_k`` x the
     recorded CV %); a level fails when it had errors or measured < expected x (1 - allowed / 100).
     margin = delta + allowed (percent of expected above the threshold; negative = failed). Returns
-    ``{status: passed|failed|ungated, rows, reason, failed_levels, tolerance_pct, noise_k}``."""
+    ``{status: passed|failed|ungated, rows, reason, failed_levels, confirmable, tolerance_pct, noise_k}``;
+    ``confirmable``: failed on throughput only (no level with errors or without a result), the case a
+    second measurement may judge (``pool_levels``). ``first``: the gate of the first measurement when
+    ``levels`` pools it with a confirmation; the result then names both (``confirmation``)."""
     table = _levels_table(baseline.get("table", {}))
     band = _levels_table(baseline.get("band", {}))
     base_reps = int(baseline.get("repetitions") or 1)
@@ -520,14 +571,40 @@ def gate(
         )
         if gated < len(rows):
             reason += f"; {len(rows) - gated} level(s) without a reference value"
-    return {
+    result: dict[str, Any] = {
         "status": status,
         "rows": rows,
         "reason": reason,
         "failed_levels": failed,
+        "confirmable": bool(failed) and all(r["verdict"] == "FAIL" for r in rows if r["level"] in failed),
         "tolerance_pct": tol,
         "noise_k": float(noise_k),
     }
+    return _with_confirmation(result, first, levels) if first is not None else result
+
+
+def _with_confirmation(
+    result: dict[str, Any], first: dict[str, Any], levels: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """A gate over pooled levels, annotated with the first measurement's gate."""
+    reps = max((int(i.get("repetitions") or 1) for i in levels), default=0)
+    shortfalls = ", ".join(
+        f"C={r['level']} {_fmt(r['delta_pct'], '%')} (allowed -{r['allowed_pct']}%)"
+        for r in first.get("rows", [])
+        if r["level"] in first.get("failed_levels", [])
+    )
+    result["confirmation"] = {
+        "first_status": first.get("status"),
+        "first_failed_levels": list(first.get("failed_levels", [])),
+        "first_rows": first.get("rows", []),
+        "repetitions": reps,
+    }
+    result["reason"] = (
+        f"the first measurement fell short at {shortfalls}; measured again, the gate judged the "
+        f"{reps} repetitions of both: {result['reason']}"
+    )
+    result["confirmable"] = False
+    return result
 
 
 def gate_outcome(

@@ -26,12 +26,14 @@ LAYERS = (
     ("nccl", "4 NCCL"),
     ("http", "5 HTTP"),
     ("bench", "6 benchmark"),
+    ("bench_confirm", "6 benchmark (confirmation)"),
     ("gate", "7 gate"),
     ("speculation", "7 speculation"),
     ("startup", "7 start-up"),
     ("rollback", "8 rollback"),
     ("http_after_rollback", "5 HTTP (after rollback)"),
     ("bench_after_rollback", "6 benchmark (after rollback)"),
+    ("bench_after_rollback_confirm", "6 benchmark (confirmation, after rollback)"),
     ("gate_after_rollback", "7 gate (after rollback)"),
 )
 Series = list[tuple[int, float]]
