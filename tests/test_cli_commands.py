@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from sglang_deploy import cli
 from sglang_deploy.commands_drift import drift_report, render_text
@@ -24,7 +25,7 @@ from sglang_deploy.options import Serial, parse_percent, parse_serial
 from sglang_deploy.redact import MASK
 from sglang_deploy.rollout import Rollout, batches, exceeds, failed_hosts, fleet_hosts
 from sglang_deploy.runner import RunRequest, run_playbook
-from sglang_deploy.verify_report import build_report, collect, render_chart, throughput_series
+from sglang_deploy.verify_report import LAYERS, build_report, collect, render_chart, throughput_series
 
 REPO = Path(__file__).resolve().parents[1]
 PROJECT = Path(__file__).parent / "data" / "runner_project"
@@ -400,3 +401,12 @@ def test_autotune_runs_its_playbook_with_the_extra_vars(tmp_path: Path) -> None:
     extra = command["command"][command["command"].index("-e") + 1]
     assert extra.startswith("@")  # the value itself never on the command line
     assert "marker-7f3a9c" not in " ".join(command["command"])
+
+
+def test_the_report_names_every_benchmark_the_role_runs() -> None:
+    """The role's one list of benchmark keys (roles/verify/vars/main.yml) and the CLI report's layers
+    agree: a benchmark added to the role shows in `sglang-deploy verify`'s report."""
+    role_vars = yaml.safe_load((Path(__file__).parents[1] / "roles/verify/vars/main.yml").read_text())
+    keys = role_vars["__verify_bench_keys"]
+    assert keys[0] == "bench"
+    assert set(keys) <= {key for key, _title in LAYERS}
