@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 REPO = Path(__file__).resolve().parents[2]
 # SGLANG_E2E_LAB=<name>: the tests run against a lab container of that name (a developer's own; made
 # and converged by the fixtures through an inventory copy, see lab_inventory()) instead of sglang-lab.
@@ -107,6 +109,29 @@ def lab_exec(*cmd: str, name: str = LAB_HOST, check: bool = True) -> str:
 
 def dump(data: Any) -> str:
     return json.dumps(data, sort_keys=True)
+
+
+def docker_host(name: str, **host_vars: Any) -> dict[str, Any]:
+    """An inventory entry for a lab container that Ansible reaches over docker (``host_vars`` added)."""
+    return {
+        "ansible_host": name,
+        "ansible_connection": "community.docker.docker",
+        "ansible_python_interpreter": "/usr/bin/python3",
+        **host_vars,
+    }
+
+
+def lab_group_vars(**extra: Any) -> dict[str, Any]:
+    """inventory/group_vars/lab.yml's settings, ``extra`` on top."""
+    settings: dict[str, Any] = yaml.safe_load((REPO / "inventory" / "group_vars" / "lab.yml").read_text())
+    return {**settings, **extra}
+
+
+def write_yaml(path: Path, data: Any) -> Path:
+    """``data`` as a YAML document at ``path`` (an inventory or its group_vars: written by the YAML
+    library, never assembled from strings); the path."""
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
 
 
 # What the roles write (the shared download cache mount /var/cache/sglang-deploy is not the host's).

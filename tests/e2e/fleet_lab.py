@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from e2e_lab import REPO, cli, playbook
+from e2e_lab import REPO, cli, docker_host, lab_group_vars, playbook, write_yaml
 
 IMAGE_ENV = "SGLANG_E2E_FLEET_IMAGE"
 KEEP_ENV = "SGLANG_E2E_KEEP_FLEET_IMAGE"
@@ -47,7 +47,6 @@ SERVER_PORT = 30000
 IP_FORMAT = '{{(index .NetworkSettings.Networks "NET").IPAddress}}'
 ROUTER_KEY = "Fleet-E2E-Router-Key-0123456789abcdef"  # test-only value (the fleet's inventory)
 AUTH = {"Authorization": f"Bearer {ROUTER_KEY}"}
-DOCKER_HOST = "ansible_connection: community.docker.docker, ansible_python_interpreter: /usr/bin/python3"
 
 
 def double_vars(*flags: str) -> dict[str, Any]:
@@ -59,11 +58,6 @@ def docker(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]
     proc = subprocess.run(["docker", *args], capture_output=True, text=True, check=False, timeout=timeout)
     assert proc.returncode == 0, f"docker {' '.join(args)}: {proc.stdout[-2000:]}{proc.stderr[-2000:]}"
     return proc
-
-
-def _lab_group_vars(extra: dict[str, Any]) -> str:
-    lab = (REPO / "inventory" / "group_vars" / "lab.yml").read_text()
-    return lab + "\n" + "\n".join(f"{k}: {json.dumps(v)}" for k, v in extra.items()) + "\n"
 
 
 def _link_group_vars_all(dest: Path) -> None:
@@ -81,10 +75,9 @@ def build_replica_image(tmp: Path) -> str:
     assert made.returncode == 0, made.stderr
     try:
         (tmp / "group_vars").mkdir(parents=True, exist_ok=True)
-        lines = ["all:", "  children:", "    sglang_servers:", "      children:", "        lab:"]
-        lines += ["          hosts:", f"            {SEED}: {{ansible_host: {SEED}, {DOCKER_HOST}}}"]
-        (tmp / "seed.yml").write_text("\n".join(lines) + "\n")
-        (tmp / "group_vars" / "lab.yml").write_text(_lab_group_vars({}))
+        servers = {"children": {"lab": {"hosts": {SEED: docker_host(SEED)}}}}
+        write_yaml(tmp / "seed.yml", {"all": {"children": {"sglang_servers": servers}}})
+        write_yaml(tmp / "group_vars" / "lab.yml", lab_group_vars())
         _link_group_vars_all(tmp)
         converge = playbook("-i", str(tmp / "seed.yml"), "site.yml", timeout=5400)
         assert converge.returncode == 0, converge.stdout[-6000:]
@@ -158,25 +151,20 @@ def write_inventory(
         "sglang_router_health_success_threshold": 1,
         **router_vars,
     }
-    connection = DOCKER_HOST.split(", ")
-    lines = ["all:"] + (["  vars:"] if all_vars else [])
-    lines += [f"    {k}: {json.dumps(v)}" for k, v in all_vars.items()]
-    lines += ["  children:", "    sglang_routers:", "      hosts:", f"        {fleet.router}:"]
-    lines += [f"          ansible_host: {fleet.router}"] + [f"          {kv}" for kv in connection]
-    lines += [f"          {k}: {json.dumps(v)}" for k, v in router.items()]
-    lines += ["    sglang_servers:", "      children:", "        lab:", "          hosts:"]
-    for name in fleet.replicas:
-        lines += [f"            {name}:", f"              ansible_host: {name}"]
-        lines += [f"              {kv}" for kv in connection]
-        lines += [f"              sglang_router_worker_url: {fleet.worker_url(name)}"]
-    (dest / "fleet.yml").write_text("\n".join(lines) + "\n")
+    replicas = {n: docker_host(n, sglang_router_worker_url=fleet.worker_url(n)) for n in fleet.replicas}
+    children = {
+        "sglang_routers": {"hosts": {fleet.router: docker_host(fleet.router, **router)}},
+        "sglang_servers": {"children": {"lab": {"hosts": replicas}}},
+    }
+    top = ({"vars": all_vars} if all_vars else {}) | {"children": children}
+    write_yaml(dest / "fleet.yml", {"all": top})
     defaults = {
         # the router reaches the replicas over the fleet's network, without a key: open on purpose
         "sglang_service_host": "0.0.0.0",
         "sglang_allow_unauthenticated_bind": True,
         **server_vars,
     }
-    (dest / "group_vars" / "lab.yml").write_text(_lab_group_vars(defaults))
+    write_yaml(dest / "group_vars" / "lab.yml", lab_group_vars(**defaults))
     _link_group_vars_all(dest)
     return dest / "fleet.yml"
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_lab import REPO, cli, lab_exec
+from e2e_lab import REPO, cli, docker_host, lab_exec, write_yaml
 
 pytestmark = pytest.mark.e2e
 
@@ -31,23 +31,9 @@ ROLL = ("--tags", "preflight,verify", "--progress", "plain")
 
 def write_inventory(dest: Path) -> Path:
     """HOSTS in the lab group (group_vars as inventory/lab.yml's); BROKEN's verify probe gives up fast."""
-    lines = [
-        "all:",
-        "  children:",
-        "    sglang_servers:",
-        "      children:",
-        "        lab:",
-        "          hosts:",
-    ]
-    for host in HOSTS:
-        lines += [
-            f"            {host}:",
-            "              ansible_connection: community.docker.docker",
-            f"              ansible_host: {host}",
-            "              ansible_python_interpreter: /usr/bin/python3",
-        ]
+    servers = {"children": {"lab": {"hosts": {host: docker_host(host) for host in HOSTS}}}}
     (dest / "group_vars").mkdir(parents=True)
-    (dest / "fleet.yml").write_text("\n".join(lines) + "\n")
+    write_yaml(dest / "fleet.yml", {"all": {"children": {"sglang_servers": servers}}})
     (dest / "group_vars" / "lab.yml").write_text((REPO / "inventory" / "group_vars" / "lab.yml").read_text())
     (dest / "group_vars" / "all").symlink_to(REPO / "group_vars" / "all")
     (dest / "host_vars").mkdir()
