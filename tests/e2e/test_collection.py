@@ -12,8 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
-from e2e_lab import REPO, cli, lab_exec, login_shell_env, snapshot, venv_bin
+from e2e_lab import REPO, cli, docker_host, lab_exec, login_shell_env, snapshot, venv_bin, write_yaml
 
 pytestmark = pytest.mark.e2e
 
@@ -51,9 +50,10 @@ def fresh_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     inv = tmp_path_factory.mktemp("inventory")
     (inv / "group_vars").mkdir()
     (inv / "group_vars" / "lab.yml").write_text((REPO / "inventory" / "group_vars" / "lab.yml").read_text())
-    host = {"ansible_connection": "community.docker.docker", "ansible_python_interpreter": "/usr/bin/python3"}
-    doc = {"all": {"children": {"sglang_servers": {"children": {"lab": {"hosts": {HOST: host}}}}}}}
-    (inv / "hosts.yml").write_text(yaml.safe_dump(doc))
+    doc = {
+        "all": {"children": {"sglang_servers": {"children": {"lab": {"hosts": {HOST: docker_host(HOST)}}}}}}
+    }
+    write_yaml(inv / "hosts.yml", doc)
     yield inv / "hosts.yml"
     assert cli("lab", "destroy", "--name", HOST).returncode == 0
 

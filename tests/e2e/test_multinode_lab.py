@@ -26,8 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from e2e_lab import REPO, cli, lab_exec, login_shell_env, venv_bin
+from e2e_lab import REPO, cli, docker_host, lab_exec, lab_group_vars, login_shell_env, venv_bin, write_yaml
 
 pytestmark = pytest.mark.e2e
 
@@ -77,30 +76,18 @@ def write_inventory(dest: Path, addresses: dict[str, str]) -> Path:
     """Both containers in sglang_servers (inventory order = rank order), one replica, the lab's
     group_vars plus what a GPU host needs here (the containers' OS, python3.11)."""
     hosts = {
-        name: {
-            "ansible_connection": "community.docker.docker",
-            "ansible_host": name,
-            "ansible_python_interpreter": "/usr/bin/python3",
-            "sglang_replica": "mn",
-            "sglang_replica_address": addresses[name],
-        }
-        for name in HOSTS
+        name: docker_host(name, sglang_replica="mn", sglang_replica_address=addresses[name]) for name in HOSTS
     }
     (dest / "group_vars").mkdir(parents=True)
-    (dest / "hosts.yml").write_text(
-        yaml.safe_dump({"all": {"children": {"sglang_servers": {"hosts": hosts}}}})
+    write_yaml(dest / "hosts.yml", {"all": {"children": {"sglang_servers": {"hosts": hosts}}}})
+    lab = lab_group_vars(
+        sglang_gpu_required=True,  # the doubles show GPUs: no lab mode
+        sglang_os_distribution="Debian",  # the containers' OS
+        sglang_os_version="12",
+        sglang_tp_size=4,  # 2 nodes x 2 GPUs
+        sglang_launch_environment={"NCCL_SOCKET_IFNAME": IFACE, "GLOO_SOCKET_IFNAME": IFACE},
     )
-    lab = yaml.safe_load((REPO / "inventory" / "group_vars" / "lab.yml").read_text())
-    lab.update(
-        {
-            "sglang_gpu_required": True,  # the doubles show GPUs: no lab mode
-            "sglang_os_distribution": "Debian",  # the containers' OS
-            "sglang_os_version": "12",
-            "sglang_tp_size": 4,  # 2 nodes x 2 GPUs
-            "sglang_launch_environment": {"NCCL_SOCKET_IFNAME": IFACE, "GLOO_SOCKET_IFNAME": IFACE},
-        }
-    )
-    (dest / "group_vars" / "sglang_servers.yml").write_text(yaml.safe_dump(lab))
+    write_yaml(dest / "group_vars" / "sglang_servers.yml", lab)
     (dest / "group_vars" / "all").symlink_to(REPO / "group_vars" / "all")
     return dest / "hosts.yml"
 
