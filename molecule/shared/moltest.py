@@ -11,6 +11,7 @@ import json
 import os
 import re
 import subprocess
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -51,10 +52,26 @@ def run_playbook(
     cmd = ["ansible-playbook", "-i", str(inventory_dir()), str(path), *args]
     for item in extra:
         cmd += ["-e", item if isinstance(item, str) else json.dumps(item)]
+    started = time.monotonic()
     proc = subprocess.run(
         cmd, capture_output=True, text=True, env=ansible_env(), check=False, timeout=timeout
     )
+    record_run(cmd[3:], time.monotonic() - started, proc.returncode)
     return proc.returncode, proc.stdout + proc.stderr
+
+
+def record_run(args: list[str], seconds: float, rc: int) -> None:
+    """One line per playbook a test runs in <checkout>/artifacts/molecule-runs.tsv (scenario, test,
+    playbook and arguments, seconds, exit code): where a scenario's verify time goes."""
+    project = os.environ.get("MOLECULE_PROJECT_DIRECTORY")
+    if not project:
+        return
+    artifacts = Path(project).parents[1] / "artifacts"
+    artifacts.mkdir(exist_ok=True)
+    test = os.environ.get("PYTEST_CURRENT_TEST", "-").rsplit(" ", 1)[0]
+    scenario = os.environ.get("MOLECULE_SCENARIO_NAME", "-")
+    with (artifacts / "molecule-runs.tsv").open("a", encoding="utf-8") as out:
+        out.write(f"{scenario}\t{test}\t{' '.join(args)[:200]}\t{seconds:.1f}\t{rc}\n")
 
 
 def recaps(out: str) -> dict[str, dict[str, int]]:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from e2e_lab import LAB_HOST, LAB_OVERRIDDEN, cli, lab_inventory, playbook, summary
+from e2e_lab import INSTALLED_CALLBACKS, LAB_HOST, LAB_OVERRIDDEN, cli, lab_inventory, playbook, summary
 from fleet_lab import KEEP_ENV, build_replica_image, remove_replica_image, replica_image_from_env
 
 
@@ -110,7 +110,8 @@ def converged_lab(lab: None, tmp_path_factory: pytest.TempPathFactory) -> dict[s
         run = playbook("-i", str(inventory), "site.yml")
         assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-3000:]
         return {"rc": run.returncode, "stdout": run.stdout, "summary": {}}
-    first = cli("up")
+    # as an installed collection runs by default: without the prefork callback (e2e_lab.INSTALLED_CALLBACKS)
+    first = cli("up", callbacks=INSTALLED_CALLBACKS)
     assert first.returncode == 0, first.stdout[-6000:] + first.stderr[-3000:]
     return {"rc": first.returncode, "stdout": first.stdout, "summary": summary()}
 

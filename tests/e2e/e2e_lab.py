@@ -28,15 +28,19 @@ PASSED_THROUGH = ("DOCKER_", "SGLANG_DEPLOY_")  # what the docker client and the
 
 
 def callbacks_without_prefork() -> str:
-    """The checkout's ansible.cfg callbacks without sglang.deploy.prefork: the e2e runs as an installed
-    collection does by default (the callback is opt-in there; the molecule scenarios but nccl_env keep it)."""
+    """The checkout's ansible.cfg callbacks without sglang.deploy.prefork: what an installed collection
+    runs with by default (the callback is opt-in there). The session's first `up` (conftest's
+    converged_lab, a full converge of the fresh lab host) runs with these; test_collection runs with no
+    ansible.cfg of the checkout at all. Every other run of the e2e uses the checkout's ansible.cfg, as
+    `make up` does: with the callback, a no-op site.yml of the lab host takes 34 instead of 42 CPU
+    seconds (bench/results/2026-12-02-task-costs.txt)."""
     config = configparser.ConfigParser()
     config.read(REPO / "ansible.cfg")
     names = [n.strip() for n in config.get("defaults", "callbacks_enabled", fallback="").split(",")]
     return ",".join(n for n in names if n and n != "sglang.deploy.prefork")
 
 
-E2E_CALLBACKS = callbacks_without_prefork()
+INSTALLED_CALLBACKS = callbacks_without_prefork()
 
 
 def cli_executable() -> Path:
@@ -56,16 +60,31 @@ def login_shell_env() -> dict[str, str]:
     return env
 
 
-def cli(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+def record_run(kind: str, args: tuple[str, ...], seconds: float, rc: int) -> None:
+    """One line per playbook or CLI run in artifacts/e2e-runs.tsv (the test, the command, its seconds
+    and exit code): where the e2e step's time goes, kept with CI's artifacts."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    test = os.environ.get("PYTEST_CURRENT_TEST", "-").rsplit(" ", 1)[0]
+    with (ARTIFACTS / "e2e-runs.tsv").open("a", encoding="utf-8") as out:
+        out.write(f"{test}\t{kind} {' '.join(args)[:200]}\t{seconds:.1f}\t{rc}\n")
+
+
+def cli(*args: str, timeout: float = 900, callbacks: str | None = None) -> subprocess.CompletedProcess[str]:
+    """.venv/bin/sglang-deploy with a login shell's environment; ``callbacks``: ANSIBLE_CALLBACKS_ENABLED
+    for the run (default: the checkout's ansible.cfg decides)."""
     exe = cli_executable()
-    env = {**login_shell_env(), "ANSIBLE_CALLBACKS_ENABLED": E2E_CALLBACKS}
+    env = login_shell_env()
+    if callbacks is not None:
+        env["ANSIBLE_CALLBACKS_ENABLED"] = callbacks
     assert str(exe.parent) not in env["PATH"].split(os.pathsep)
     assert "VIRTUAL_ENV" not in env
     started = time.monotonic()
     proc = subprocess.run(
         [str(exe), *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout, check=False
     )
-    print(f"$ {exe} {' '.join(args)}  (rc={proc.returncode}, {time.monotonic() - started:.1f}s)")
+    took = time.monotonic() - started
+    record_run("sglang-deploy", args, took, proc.returncode)
+    print(f"$ {exe} {' '.join(args)}  (rc={proc.returncode}, {took:.1f}s)")
     print(proc.stdout[-6000:], proc.stderr[-3000:], sep="\n")
     assert "not found or was not executable" not in proc.stdout + proc.stderr
     return proc
@@ -85,14 +104,21 @@ def playbook(
     *args: str, timeout: float = 1800, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """ansible-playbook of the checkout (its ansible.cfg) against the lab inventory by default."""
-    full_env = {**login_shell_env(), "ANSIBLE_CALLBACKS_ENABLED": E2E_CALLBACKS}
+    full_env = login_shell_env()
     full_env.update({"ANSIBLE_FORCE_COLOR": "false", "ANSIBLE_NOCOLOR": "1", **(env or {})})
     started = time.monotonic()
     proc = subprocess.run(
         [str(venv_bin() / "ansible-playbook"), *args],
         cwd=REPO, env=full_env, capture_output=True, text=True, timeout=timeout, check=False,
     )  # fmt: skip
-    print(f"$ ansible-playbook {' '.join(args)}  (rc={proc.returncode}, {time.monotonic() - started:.1f}s)")
+    took = time.monotonic() - started
+    record_run("ansible-playbook", args, took, proc.returncode)
+    if keep := os.environ.get("SGLANG_E2E_KEEP_OUTPUT"):  # a folder: each run's whole output, numbered
+        folder = Path(keep)
+        folder.mkdir(parents=True, exist_ok=True)
+        numbered = folder / f"{len(list(folder.iterdir())):03d}.log"
+        numbered.write_text(f"{args}\n{proc.stdout}\n{proc.stderr}")
+    print(f"$ ansible-playbook {' '.join(args)}  (rc={proc.returncode}, {took:.1f}s)")
     print(proc.stdout[-4000:], proc.stderr[-2000:], sep="\n")
     return proc
 

@@ -68,8 +68,9 @@ def assert_closing(stdout: str) -> None:
 def test_up_runs_as_an_installed_collection_without_the_prefork_callback(
     converged_lab: dict[str, object],
 ) -> None:
-    """The e2e runs with the checkout's callbacks minus sglang.deploy.prefork (e2e_lab.E2E_CALLBACKS),
-    the default of an installed collection: ansible-playbook got that setting (runner's command record)."""
+    """The session's first `up` (the full converge of the fresh lab host) runs with the checkout's
+    callbacks minus sglang.deploy.prefork (e2e_lab.INSTALLED_CALLBACKS), the default of an installed
+    collection: ansible-playbook got that setting (runner's command record)."""
     if LAB_OVERRIDDEN:
         pytest.skip("SGLANG_E2E_LAB: the lab was converged by ansible-playbook, not the CLI")
     run_id = summary()["run_id"]
