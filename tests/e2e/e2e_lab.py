@@ -113,11 +113,11 @@ def playbook(
     )  # fmt: skip
     took = time.monotonic() - started
     record_run("ansible-playbook", args, took, proc.returncode)
-    if keep := os.environ.get("SGLANG_E2E_KEEP_OUTPUT"):  # a folder: each run's whole output, numbered
+    if keep := os.environ.get("SGLANG_E2E_KEEP_OUTPUT"):  # a folder: each run's whole output
         folder = Path(keep)
         folder.mkdir(parents=True, exist_ok=True)
-        numbered = folder / f"{len(list(folder.iterdir())):03d}.log"
-        numbered.write_text(f"{args}\n{proc.stdout}\n{proc.stderr}")
+        # named by its start (ns): the tag runs of test_lab_spec run three at a time, a count could collide
+        (folder / f"{time.time_ns()}.log").write_text(f"{args}\n{proc.stdout}\n{proc.stderr}")
     print(f"$ ansible-playbook {' '.join(args)}  (rc={proc.returncode}, {took:.1f}s)")
     print(proc.stdout[-4000:], proc.stderr[-2000:], sep="\n")
     return proc
