@@ -31,6 +31,8 @@ env = importlib.import_module(_FQCN + "filter.nccl_env")
 convert = importlib.import_module(_FQCN + "module_utils.convert")
 spec = importlib.import_module(_FQCN + "module_utils.launch_spec")
 service = importlib.import_module(_FQCN + "filter.sglang_service")
+managed = importlib.import_module(_FQCN + "module_utils.managed_state")
+deploy_state = importlib.import_module(_FQCN + "modules.deploy_state")
 
 
 def _launch_cfg(**over: Any) -> dict[str, Any]:
@@ -130,8 +132,13 @@ def test_one_reading_of_bools_and_ints() -> None:
 
 
 def test_one_atomic_link_switch(tmp_path: Path) -> None:
-    """The stack role switches current with ansible.builtin.file (force: a temporary link + rename(2)),
-    as deploy_state's switch_link does in Python; no task moves a link by hand (mv -T, ln -sfn)."""
+    """The stack role switches current with ansible.builtin.file (force: a temporary link + rename(2));
+    in Python one function does the same, module_utils/managed_state.switch_link, for managed_state's
+    links and deploy_state's restore alike; no task moves a link by hand (mv -T, ln -sfn)."""
+    assert deploy_state.switch_link is managed.switch_link
+    makes_links = sorted(p.relative_to(REPO).as_posix() for p in REPO.glob("plugins/**/*.py")
+                         if "os.symlink(" in p.read_text())  # fmt: skip
+    assert makes_links == ["plugins/module_utils/managed_state.py"]
     for path in REPO.glob("roles/*/tasks/*.yml"):
         for line in path.read_text().splitlines():
             assert "ln -s" not in line, (path, line)

@@ -393,13 +393,19 @@ def _apply_file(item: dict[str, Any], why: list[str], runner: Runner) -> None:
             os.unlink(tmp)
 
 
-def _apply_link(item: dict[str, Any], why: list[str], runner: Runner) -> None:
-    path = str(item["path"])
+def switch_link(path: str, src: str) -> None:
+    """Point the link `path` at `src` with a temporary link beside it and rename(2) over it, so the
+    link is never missing. The one link switch in Python: managed_state's links and deploy_state's
+    restore use it; tasks use ansible.builtin.file with force, which does the same."""
     tmp = f"{path}.managed-state.tmp"
     if os.path.lexists(tmp):
         os.unlink(tmp)
-    os.symlink(str(item["src"]), tmp)
+    os.symlink(src, tmp)
     os.rename(tmp, path)
+
+
+def _apply_link(item: dict[str, Any], why: list[str], runner: Runner) -> None:
+    switch_link(str(item["path"]), str(item["src"]))
 
 
 def _apply_absent(item: dict[str, Any], why: list[str], runner: Runner) -> None:

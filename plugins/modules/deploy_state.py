@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule  # type: ignore[import-untyped]
+from ansible_collections.sglang.deploy.plugins.module_utils.managed_state import switch_link
 
 DOCUMENTATION = r"""
 module: deploy_state
@@ -345,15 +346,6 @@ def allowed_releases(link: str, server_args: list[str]) -> list[str]:
             ):
                 found.append((marker.stat().st_mtime, entry.name))
     return [name for _, name in sorted(found, reverse=True)]
-
-
-def switch_link(link: str, target: str) -> None:
-    """Point ``link`` at ``target`` with a temporary link and rename(2) (never a missing link)."""
-    tmp = os.path.join(os.path.dirname(link), f".current.switch.{os.getpid()}")
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(tmp)
-    os.symlink(target, tmp)
-    os.replace(tmp, link)
 
 
 def _running(service: str | None, link: str) -> dict[str, Any]:
