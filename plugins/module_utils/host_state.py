@@ -1,6 +1,6 @@
 """What the probe modules read of a host's files, shared by them (plugins/modules/*_probe.py and
 sglang_stack_audit.py; Ansible ships this file with each module that imports it): a file's sha256,
-owner/group/mode by name, the managed paths whose owner/group/mode drifted, a venv's site-packages,
+owner/group/mode by name, a venv's site-packages,
 and the one `main` they all have (`exit_with_probe`)."""
 
 from __future__ import annotations
@@ -46,26 +46,6 @@ def owner_mode(st: os.stat_result) -> dict[str, str]:
         "group": name_of(grp.getgrgid, st.st_gid),
         "mode": f"{st.st_mode & 0o7777:04o}",
     }
-
-
-def path_drift(paths: list[dict[str, str]]) -> list[dict[str, str]]:
-    """The paths that are missing or whose owner, group or mode differ from the wanted ones (each
-    {"path", "owner"?, "group"?, "mode"?}), with why: [{"path", "why"}]."""
-    out: list[dict[str, str]] = []
-    for want in paths:
-        try:
-            have = owner_mode(os.lstat(want["path"]))
-        except OSError:
-            out.append({"path": want["path"], "why": "missing"})
-            continue
-        diff = [
-            f"{k} {have[k]} (want {want[k]})"
-            for k in ("owner", "group", "mode")
-            if k in want and have[k] != want[k]
-        ]
-        if diff:
-            out.append({"path": want["path"], "why": ", ".join(diff)})
-    return out
 
 
 def site_packages(venv: Path) -> Path | None:

@@ -3,13 +3,14 @@
 (run by the host's python3 in one round trip; it changes nothing but its own cache file).
 
 module: sglang.deploy.sglang_stack_audit (returns `probe`; SPEC is its `spec` option)
-SPEC: {"packages": [dpkg names], "paths": [{"path", "owner", "group", "mode"}], "uv": {"venv", "version"},
+SPEC: {"packages": [dpkg names], "uv": {"venv", "version"},
        "current": path, "releases_dir": path,
        "release": {"dir": path, "touched": [site-packages relative paths], "patched_dists": [names],
                    "records": "locked"|"patched"|"none", "write_state": bool, "full": bool}}
-The host part answers: system packages not installed, managed paths whose owner/group/mode differ,
-whether uv is installed at its pin, where `current` points, the release directories (depth 2). The
-release part runs only for a release marked complete (<dir>/.complete); it checks:
+The host part answers: system packages not installed, whether uv is installed at its pin, where
+`current` points, the release directories (depth 2). (The role's directories and files are its
+managed_state description, not this probe's.) The release part runs only for a release marked
+complete (<dir>/.complete); it checks:
 
 * installed distributions + versions (the dist-info directories of the venv's site-packages) against
   the lock's `name==version` pins: missing, other version, not in the lock (extra);
@@ -39,7 +40,6 @@ from typing import Any
 
 from ansible_collections.sglang.deploy.plugins.module_utils.host_state import (
     exit_with_probe,
-    path_drift,
     site_packages,
 )
 from ansible_collections.sglang.deploy.plugins.module_utils.uv_lock import canon, parse_lock
@@ -52,8 +52,8 @@ DOCUMENTATION = r"""
 module: sglang_stack_audit
 short_description: Read-only probe of the stack on a host and audit of a release venv against its lock
 description:
-  - The host part answers the system packages not installed, the managed paths whose owner, group or mode
-    differ, whether uv is installed at its pin, where C(current) points and the release directories.
+  - The host part answers the system packages not installed, whether uv is installed at its pin, where
+    C(current) points and the release directories.
   - The release part (a release marked complete) compares the installed distributions with the lock's pins
     (missing, other version, extra), the files of the patched distributions (and with C(records=locked) of
     every hash-pinned one) with their RECORD, the patched files with the receipt, and the owner of every
@@ -62,16 +62,6 @@ options:
   spec:
     suboptions:
       packages: {description: dpkg packages that must be installed., type: list, elements: str, default: []}
-      paths:
-        description: Managed paths and the owner, group and mode each must have.
-        type: list
-        elements: dict
-        default: []
-        suboptions:
-          path: {description: The path., type: path, required: true}
-          owner: {description: Owner it must have., type: str}
-          group: {description: Group it must have., type: str}
-          mode: {description: Mode it must have (octal string)., type: str}
       uv:
         description: The uv install.
         type: dict
@@ -455,10 +445,7 @@ def list_entry(entry: os.DirEntry[str]) -> dict[str, Any]:
 
 
 def probe(spec: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "packages_missing": dpkg_missing(spec.get("packages", [])),
-        "paths_drift": path_drift(spec.get("paths", [])),
-    }
+    out: dict[str, Any] = {"packages_missing": dpkg_missing(spec.get("packages", []))}
     if spec.get("uv"):
         out["uv_version"] = dist_version(Path(spec["uv"]["venv"]), "uv")
     if spec.get("current"):

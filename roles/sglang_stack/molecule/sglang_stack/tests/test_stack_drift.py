@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from helpers import CURRENT, PY, playbook, push_patch, recap, receipt, series, site_packages, strip_of
+import moltest
+from helpers import CURRENT, PY, ROOT, playbook, push_patch, recap, receipt, series, site_packages, strip_of
 
 
 def test_reverted_patch_is_reported_then_restored(host: Any) -> None:
@@ -36,6 +37,7 @@ def test_reverted_patch_is_reported_then_restored(host: Any) -> None:
     # (the shared test_check_mode.py then proves the repaired host is clean again)
 
 
+STATE_TASK = "Apply the stack's host state (directories, uv's requirement, the complete release's directory)"
 UV = "UV_CACHE_DIR=/var/cache/sglang-deploy/uv /opt/sglang/tools/uv/bin/uv"
 
 
@@ -59,7 +61,8 @@ def test_venv_against_lock_other_version_uninstalled_edited_and_chowned(host: An
     assert "transformers 4.57.0 installed, the lock pins 4.57.1" in out, out[-3000:]
     assert "flashinfer-cubin not installed" in out
     assert "idna/core.py (size differs from RECORD)" in out
-    assert "Create the stack directories (and restore their owner and mode)" in out
+    assert STATE_TASK in moltest.changed_tasks(out), out[-3000:]
+    assert '"owner": "nobody"' in out, out[-3000:]  # the release directory's item, under --diff
     assert "not owned by root" in out
     assert versions(host, "transformers") == ["4.57.0"], "check mode changed the venv"
 
@@ -90,3 +93,27 @@ def test_failed_repair_leaves_the_venv_and_current_as_they_were(host: Any) -> No
     rc, out = playbook()
     assert rc == 0, out[-3000:]
     assert versions(host, "transformers") == ["4.57.1"]
+
+
+def test_tampered_directory_and_uv_requirement_reported_by_one_task_and_restored(host: Any) -> None:
+    """The role's directories and uv's requirement are one description applied by one managed_state
+    task: a chmodded locks directory and an edited uv requirement are reported by --check --diff in
+    that one task (nothing written, nothing else changed), then restored by a run with nothing rebuilt."""
+    req = f"{ROOT}/tools/uv-requirements.txt"
+    wanted = host.file(req).content_string
+    assert wanted.startswith("# Managed by Ansible (sglang_stack role)"), wanted
+    host.check_output(f"chmod 0700 {ROOT}/locks && echo 'uv==0.0.1' >> {req}")
+
+    rc, out = playbook("--check", "--diff")
+    assert rc == 0, out[-3000:]
+    assert moltest.changed_tasks(out) == [STATE_TASK], out[-3000:]
+    assert '"mode": "0700"' in out, out[-3000:]
+    assert "-uv==0.0.1" in out, out[-3000:]
+    assert host.file(f"{ROOT}/locks").mode == 0o700, "check mode changed the directory"
+
+    rc, out = playbook()
+    assert rc == 0, out[-3000:]
+    assert moltest.changed_tasks(out) == [STATE_TASK], out[-3000:]
+    assert host.file(f"{ROOT}/locks").mode == 0o755
+    assert host.file(req).content_string == wanted
+    assert host.file(req).mode == 0o644
