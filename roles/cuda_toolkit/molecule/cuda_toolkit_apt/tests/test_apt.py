@@ -107,8 +107,10 @@ def test_removed_hold_preferences_and_nvcc_are_drift_repaired_by_a_run(host) -> 
     host.run_expect([0], f"apt-mark unhold {PKG} && rm -f {pref} {nvcc}")
     rc, out = moltest.run_playbook("converge.yml", "--check", "--diff")
     assert rc == 0, out[-4000:]
-    for task in ("Apply the apt method's files (verified key, pin of 13.0.1-1", "Hold the toolkit package",
-                 "Report the toolkit"):  # fmt: skip
+    state = (
+        f"Apply the apt method's files (verified key, unattended-upgrades blacklist, pin) of {PKG}=13.0.1-1"
+    )
+    for task in (state, "Hold the toolkit package", "Report the toolkit"):
         assert task in out, out[-4000:]
     assert "bin/nvcc is missing" in out
     assert f"+++ after: {pref}" in out, out[-4000:]  # the pin file's diff, from the state task
