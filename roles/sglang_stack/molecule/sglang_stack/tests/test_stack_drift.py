@@ -37,7 +37,10 @@ def test_reverted_patch_is_reported_then_restored(host: Any) -> None:
     # (the shared test_check_mode.py then proves the repaired host is clean again)
 
 
-STATE_TASK = "Apply the stack's host state (directories, uv's requirement, the complete release's directory)"
+STATE_TASK = (
+    "sglang_stack : Apply the stack's host state"
+    " (directories, uv's requirement, the complete release's directory)"
+)
 UV = "UV_CACHE_DIR=/var/cache/sglang-deploy/uv /opt/sglang/tools/uv/bin/uv"
 
 
