@@ -262,7 +262,14 @@ def test_key_in_no_process_list_cmdline_or_journal(double: dict[str, Any]) -> No
     110 ms of CPU (bench/results/2026-12-02-task-costs.txt), a ps here 4 ms: five docker execs a second
     loaded the lab host's own CPUs while the benchmark this test runs at the default gate measured the
     double, which then fell short (CI, twice: C=4 -7.1 % and -5.3 % against -5.0 % allowed). Layer 5
-    takes a few tenths of a second: at 0.05 s, 4 of 954 samples caught it (2026-12-03)."""
+    takes a few tenths of a second: at 0.05 s, 4 of 954 samples caught it (2026-12-03).
+
+    The gate of this run allows a 50 % shortfall (verify_gate_tolerance_pct, the operator's knob): the
+    subject here is the key, and sampling the process list 20 times a second is a load of its own on a
+    2-CPU machine that also runs molecule. A fresh-clone CI run on 2026-12-03 with ps on the machine
+    still fell short at C=4 (-7.7 %, then -6.4 % pooled with the confirmation, against -5.0 %). The gate
+    still compares and must pass; its default tolerance is gated by the tests around this one, which
+    sample nothing."""
     init = lab_exec("sh", "-c", "readlink /proc/1/ns/pid").strip()  # pid:[<inode>] of the lab host
     pidns = init.removeprefix("pid:[").removesuffix("]")
     seen = {"samples": 0, "ps_failed": 0, "verify_bench.py": 0, "verify_http.py": 0}
@@ -290,12 +297,14 @@ def test_key_in_no_process_list_cmdline_or_journal(double: dict[str, Any]) -> No
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     try:
-        rc, out = verify(double, "ps-sample", 100)
+        rc, out = verify(double, "ps-sample", 100, verify_gate_tolerance_pct=50)
     finally:
         stop.set()
         sampler.join(timeout=70)
     assert rc == 0, out[-6000:]
     assert "verify layer 6 (benchmark) passed" in out, out[-6000:]
+    assert "verify layer 7 (gate) passed" in out, out[-6000:]
+    assert host_results()["results"]["gate"]["tolerance_pct"] == 50
     assert seen["ps_failed"] == 0, seen
     assert seen["verify_bench.py"], f"no sample caught the benchmark on the lab host ({seen}, {init})"
     assert seen["verify_http.py"], f"no sample caught layer 5 on the lab host ({seen}, {init})"
