@@ -247,10 +247,10 @@ def test_ungated_without_a_comparable_baseline_exits_6(double: dict[str, Any]) -
 
 
 def test_key_in_no_process_list_cmdline_or_journal(double: dict[str, Any]) -> None:
-    """While verify runs layer 5 and the benchmark, `ps` (sampled every 0.05 s by a thread) never shows
-    the key; neither do the server's /proc/<MainPID>/cmdline and its journal, where SGLang's start-up
-    line server_args=ServerArgs(...) shows api_key='********' (the double prints it with SGLang 0.5.9's
-    own dataclass repr, behind the unit's launcher).
+    """While verify runs layer 5 and the benchmark at the default gate, `ps` (sampled by a thread) never
+    shows the key; neither do the server's /proc/<MainPID>/cmdline and its journal, where SGLang's
+    start-up line server_args=ServerArgs(...) shows api_key='********' (the double prints it with SGLang
+    0.5.9's own dataclass repr, behind the unit's launcher).
 
     ps runs on the machine that runs the lab host, not through `docker exec`: every process of the
     machine is in its view, the lab host's and the controller's (ansible-playbook, its workers, the
@@ -258,21 +258,19 @@ def test_key_in_no_process_list_cmdline_or_journal(double: dict[str, Any]) -> No
     verify_http.py (layer 5) and verify_bench.py (layer 6) running in the lab host's own processes (its
     PID namespace: another lane's lab host may run them too). `-ww`: without it ps cuts each line at 80
     columns when its output is no terminal and it cannot tell a width (under pytest: the scripts' names
-    and any key past column 80 were never seen; 962 samples found neither). A `docker exec` costs about
-    110 ms of CPU (bench/results/2026-12-02-task-costs.txt), a ps here 4 ms: five docker execs a second
-    loaded the lab host's own CPUs while the benchmark this test runs at the default gate measured the
-    double, which then fell short (CI, twice: C=4 -7.1 % and -5.3 % against -5.0 % allowed). Layer 5
-    takes a few tenths of a second: at 0.05 s, 4 of 954 samples caught it (2026-12-03).
+    and any key past column 80 were never seen; 962 samples found neither).
 
-    The gate of this run allows a 50 % shortfall (verify_gate_tolerance_pct, the operator's knob): the
-    subject here is the key, and sampling the process list 20 times a second is a load of its own on a
-    2-CPU machine that also runs molecule. A fresh-clone CI run on 2026-12-03 with ps on the machine
-    still fell short at C=4 (-7.7 %, then -6.4 % pooled with the confirmation, against -5.0 %). The gate
-    still compares and must pass; its default tolerance is gated by the tests around this one, which
-    sample nothing."""
+    The pace: every 0.05 s while no benchmark runs on the lab host (layer 5 takes a few tenths of a
+    second: 4 of 954 samples caught it, 2026-12-03), every 1 s while verify_bench.py runs there (it
+    lives for the whole measurement; a key in its argv or a child's that lives past a second is seen).
+    The sampler's own load must stay off the measurement it shares the machine with: sampled through
+    `docker exec` five times a second (about 110 ms of CPU each, bench/results/2026-12-02-task-costs.txt)
+    and then with ps on the machine twenty times a second, the double fell short of the default gate at
+    C=4 in fresh-clone CI runs (-7.1 %, -5.3 %, then -7.7 % and -6.4 % pooled with the confirmation,
+    against -5.0 % allowed), while the lab's other gated runs, which sample nothing, passed."""
     init = lab_exec("sh", "-c", "readlink /proc/1/ns/pid").strip()  # pid:[<inode>] of the lab host
     pidns = init.removeprefix("pid:[").removesuffix("]")
-    seen = {"samples": 0, "ps_failed": 0, "verify_bench.py": 0, "verify_http.py": 0}
+    seen = {"samples": 0, "during_bench": 0, "ps_failed": 0, "verify_bench.py": 0, "verify_http.py": 0}
     leaked: list[str] = []
     stop = threading.Event()
 
@@ -292,19 +290,21 @@ def test_key_in_no_process_list_cmdline_or_journal(double: dict[str, Any]) -> No
             lab = [line for line in lines if line.split(None, 1)[:1] == [pidns]]
             for script in ("verify_bench.py", "verify_http.py"):
                 seen[script] += any(script in line for line in lab)
-            time.sleep(0.05)
+            benchmark = any("verify_bench.py" in line for line in lab)
+            seen["during_bench"] += benchmark
+            stop.wait(1.0 if benchmark else 0.05)
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     try:
-        rc, out = verify(double, "ps-sample", 100, verify_gate_tolerance_pct=50)
+        rc, out = verify(double, "ps-sample", 100)
     finally:
         stop.set()
         sampler.join(timeout=70)
     assert rc == 0, out[-6000:]
     assert "verify layer 6 (benchmark) passed" in out, out[-6000:]
     assert "verify layer 7 (gate) passed" in out, out[-6000:]
-    assert host_results()["results"]["gate"]["tolerance_pct"] == 50
+    assert host_results()["results"]["gate"]["tolerance_pct"] == 5  # the default
     assert seen["ps_failed"] == 0, seen
     assert seen["verify_bench.py"], f"no sample caught the benchmark on the lab host ({seen}, {init})"
     assert seen["verify_http.py"], f"no sample caught layer 5 on the lab host ({seen}, {init})"
