@@ -28,7 +28,6 @@ import re
 import shlex
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
