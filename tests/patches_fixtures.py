@@ -228,10 +228,16 @@ def patched_site_packages(
 
 @pytest.fixture(scope="session")
 def sglang_venv_python(series: Series) -> Path:
-    """Python of a real SGLang install (CPU is enough to import it and parse arguments).
+    """Python of a real SGLang install (CPU is enough to import it and parse arguments)."""
+    return ensure_sglang_venv(series)
+
+
+def ensure_sglang_venv(series: Series) -> Path:
+    """The heavy venv's python, installed first if missing or of other pins.
 
     uv with flashinfer overridden to the deployed version (sglang pins an older one);
-    reused across sessions: a stamp file records what was installed.
+    reused across sessions: a stamp file records what was installed. Under scripts/test uv's cache
+    is the one the test containers mount, so this install also fills it for them (see __main__).
     """
     venv = VENV_CACHE / "venv"
     python = venv / "bin" / "python"
@@ -262,3 +268,10 @@ def sglang_venv_python(series: Series) -> Path:
     )
     stamp.write_text(wanted, encoding="utf-8")
     return python
+
+
+if __name__ == "__main__":
+    # scripts/test runs this before the lanes that install the stack side by side (lab hosts, molecule):
+    # uv downloads a wheel each of its concurrent installs asks for, and unpacks it once per install
+    # (the two lab hosts' cold installs left every archive twice in the cache, 20.7 GB for 10.4)
+    print(ensure_sglang_venv(load_series()))
