@@ -294,8 +294,11 @@ def test_a_file_added_to_the_roles_state_is_created_drift_reported_and_restored(
     names it), a run restores it."""
     coll = tmp_path / "ansible_collections" / "sglang" / "deploy"
     coll.parent.mkdir(parents=True)
+    # the checkout without what .gitignore names: .cache holds the patch tests' 11 GB SGLang venv,
+    # which a copy would write out in full (hard links into uv's cache in the checkout)
     skip = (".venv", ".git", ".collections", "artifacts", "__pycache__", ".mypy_cache", ".ruff_cache")
-    shutil.copytree(REPO, coll, symlinks=True, ignore=shutil.ignore_patterns(*skip, ".pytest_cache"))
+    ignored = (".pytest_cache", ".cache", ".ansible", ".whl", ".device", "wheelhouse", "*.egg-info")
+    shutil.copytree(REPO, coll, symlinks=True, ignore=shutil.ignore_patterns(*skip, *ignored))
     added = tmp_path / "host" / "added.conf"
     added.parent.mkdir()
     vars_file = coll / "roles/nccl_env/vars/main.yml"
