@@ -79,4 +79,11 @@ def test_the_manifest_pins_every_artefact() -> None:
         assert all(re.fullmatch(r"[0-9a-f]{64}", d) for d in digests), pin
     assert re.fullmatch(r"[0-9a-f]{40}", VERSIONS["sglang_git_commit"])
     assert all(re.fullmatch(r"[0-9a-f]{64}", d) for d in VERSIONS["sglang_uv_sha256"])
-    assert re.fullmatch(r"([0-9a-f]{64})?", VERSIONS["sglang_sgl_kernel_sha256"])
+    # every sha256 SGLang's index published for the cu130 sgl-kernel wheel, per architecture (5 uploads each)
+    kernel = VERSIONS["sglang_sgl_kernel_sha256"]
+    assert sorted(kernel) == ["aarch64", "x86_64"]
+    for arch, digests in kernel.items():
+        assert len(digests) == len(set(digests)) == 5, arch
+        assert all(re.fullmatch(r"[0-9a-f]{64}", d) for d in digests), arch
+    assert kernel["x86_64"][-1] == "4be1313f82808f0fb6df8107e79f6b6cea07a4aa2b20139e0342eafe31eb28bd"
+    assert kernel["aarch64"][-1] == "8155ef98d155331827c458ca7b8b25a68b2a2b7403f013f0de0f0731666dac8d"

@@ -1,7 +1,7 @@
 """The supply-chain input checks of the sglang_stack and cuda_toolkit roles (their
 tasks/validate_supply.yml, which preflight runs before any change), run by a real ansible-playbook
 on the controller: each bad input fails naming the variable, its value and what is allowed; the
-manifest's defaults pass (except the sgl-kernel URL, whose sha256 is still to be filled in)."""
+manifest's defaults pass: the cu130 sgl-kernel URL with every sha256 SGLang's index lists for it."""
 
 from __future__ import annotations
 
@@ -45,16 +45,38 @@ def check(tmp: Path, role: str, **extra: Any) -> tuple[int, str]:
     return proc.returncode, " ".join((proc.stdout + proc.stderr).split())
 
 
-def test_the_stack_defaults_pass_with_a_hashed_kernel(tmp_path: Path) -> None:
-    rc, out = check(tmp_path, "sglang_stack", sglang_sgl_kernel_sha256="a" * 64)
+def test_the_stack_defaults_pass_with_no_hand_made_hash(tmp_path: Path) -> None:
+    rc, out = check(tmp_path, "sglang_stack")
+    assert rc == 0, out[-3000:]
+    # an operator's extra value (a sixth re-upload) is accepted when it is a sha256
+    rc, out = check(tmp_path, "sglang_stack", sglang_stack_sgl_kernel_sha256_extra=["d" * 64])
     assert rc == 0, out[-3000:]
 
 
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        # the manifest as shipped: the cu130 wheel's sha256 is still to be filled in
-        ({}, 'bad sglang_stack input: sglang_stack_sgl_kernel_requirement="sgl-kernel @ https://github.com/'),
+        (
+            {"sglang_stack_sgl_kernel_sha256_extra": ["4BE1313F"]},
+            'bad sglang_stack input: sglang_stack_sgl_kernel_sha256_extra=["4BE1313F"]: allowed a list of',
+        ),
+        (
+            {"sglang_stack_sgl_kernel_sha256_extra": "d" * 64},
+            "bad sglang_stack input: sglang_stack_sgl_kernel_sha256_extra=",
+        ),
+        # an architecture SGLang publishes no cu130 wheel for, and no value given: nothing to accept
+        (
+            {"sglang_stack_sgl_kernel_sha256": []},
+            'bad sglang_stack input: sglang_stack_sgl_kernel_requirement="sgl-kernel @ https://github.com/',
+        ),
+        # a fragment holds one value (and uv takes it on trust): the accepted list decides instead
+        (
+            {
+                "sglang_stack_sgl_kernel_requirement": "sgl-kernel @ https://example.invalid/sgl_kernel.whl#sha256="
+                + "a" * 64
+            },
+            "without a #sha256= fragment",
+        ),
         (
             {"sglang_stack_sgl_kernel_requirement": PYPI_KERNEL, "sglang_stack_git_version": "bbe9c7eeb"},
             'bad sglang_stack input: sglang_stack_git_version="bbe9c7eeb": allowed the full 40-hex commit id',
