@@ -11,23 +11,18 @@
 # usage (repo root, ansible-core importable): bench/device/autotune_nccl.sh [EXTRA-VARS ...]
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+source bench/device/env.sh
 py="$(command -v python3)"
 out="${OUT:-/tmp/autotune_out}"
 mkdir -p "$out"
 log="$out/autotune.log"
 : >"$log"
 n="$(nvidia-smi -L | grep -c '^GPU ')"
-work="$(mktemp -d)"
+work="$device_work"
 inv="$work/inventory"
-mkdir -p "$inv" "$work/collections/ansible_collections/sglang"
-ln -s "$PWD" "$work/collections/ansible_collections/sglang/deploy"
+mkdir -p "$inv"
 printf '[sglang_servers]\nlocalhost ansible_connection=local ansible_python_interpreter=%s\n' "$py" >"$inv/hosts"
 ln -s "$PWD/group_vars" "$inv/group_vars"
-export LC_ALL=C.UTF-8 ANSIBLE_FORCE_COLOR=false ANSIBLE_NOCOLOR=1 ANSIBLE_CALLBACKS_ENABLED=ansible.builtin.timer \
-  ANSIBLE_CACHE_PLUGIN=memory ANSIBLE_ROLES_PATH="$PWD/roles" ANSIBLE_LOCALHOST_WARNING=false \
-  ANSIBLE_COLLECTIONS_PATH="$work/collections"
-# NVLink multicast stays off on these hosts (shared GPUs): also forced in every candidate by the role.
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 
 say() { printf '\n===== %s =====\n' "$*" | tee -a "$log"; }
 say "host"
@@ -35,8 +30,8 @@ say "host"
   "$py" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version())'
 } 2>&1 | tee -a "$log"
 
-vars=(-e sglang_gpu_required=true -e "sglang_tp_size=$n" -e sglang_api_key_required=false
-  -e sglang_model_path=/data/models/target -e sglang_draft_model_path=/data/models/eagle3
+vars=("${device_vars[@]}" -e sglang_gpu_required=true -e "sglang_tp_size=$n" -e sglang_api_key_required=false
+  -e "sglang_model_path=$device_model" -e "sglang_draft_model_path=$device_drafter"
   -e sglang_root=/tmp/sglang -e sglang_min_free_disk_gib=1 -e "autotune_python=$py" "$@")
 rc=0
 for run in 1 2; do
@@ -57,7 +52,7 @@ cp "$inv/host_vars/localhost/nccl_tuned.yml" "$out/nccl_tuned-run1.yml" 2>/dev/n
 cp "$work/run2/nccl_tuned.yml" "$out/nccl_tuned-run2.yml" 2>/dev/null
 
 say "the nccl_env role renders the recorded result (profile tuned, run 1's record)"
-ANSIBLE_CONFIG="$PWD/bench/device/ansible.cfg" ansible-playbook bench/device/render_nccl_env.yml \
+ansible-playbook bench/device/render_nccl_env.yml \
   -e nccl_env_file=/tmp/autotune-tuned.env -e nccl_env_profile=tuned -e "@$out/nccl_tuned-run1.yml" 2>&1 \
   | grep -E 'why|tuned|ok=|failed' | tee -a "$log"
 cp /tmp/autotune-tuned.env "$out/tuned.env" 2>/dev/null && tee -a "$log" <"$out/tuned.env"
@@ -70,6 +65,5 @@ c1="$(grep -E '^  choice:' "$out/nccl_tuned-run1.yml" 2>/dev/null)"
 c2="$(grep -E '^  choice:' "$out/nccl_tuned-run2.yml" 2>/dev/null)"
 if [[ -n "$c1" && "$c1" == "$c2" ]]; then echo "same choice both runs:$c1" | tee -a "$log"
 else echo "choices differ: run 1 [$c1] run 2 [$c2]" | tee -a "$log"; fi
-rm -rf "$work"
 echo "exit $rc" | tee -a "$log"
 exit "$rc"

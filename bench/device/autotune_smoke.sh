@@ -4,7 +4,7 @@
 # usage (repo root): bench/device/autotune_smoke.sh
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+source bench/device/env.sh
 spec='{"candidates": [{"name": "defaults", "vars": {}}, {"name": "proto_ll", "vars": {"NCCL_PROTO": "LL"}},
   {"name": "pcie_seed", "vars": {"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring", "NCCL_P2P_LEVEL": "SYS",
    "NCCL_MAX_NCHANNELS": "16", "NCCL_BUFFSIZE": "16777216", "NCCL_NTHREADS": "512"}}],

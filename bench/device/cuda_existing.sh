@@ -9,6 +9,7 @@
 # usage (repo root, ansible-core importable): bench/device/cuda_existing.sh [CUDA_PATH]
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+source bench/device/env.sh
 cuda="${1:-/usr/local/cuda-13.0}"
 out="${OUT:-/tmp/cuda_existing_out}"
 mkdir -p "$out"
@@ -16,17 +17,13 @@ log="$out/cuda_existing.log"
 : >"$log"
 inv="$(mktemp)"
 printf '[sglang_servers]\nlocalhost ansible_connection=local ansible_python_interpreter=%s\n' "$(command -v python3)" >"$inv"
-export LC_ALL=C.UTF-8 ANSIBLE_FORCE_COLOR=false ANSIBLE_NOCOLOR=1 ANSIBLE_CALLBACKS_ENABLED="" \
-  ANSIBLE_CACHE_PLUGIN=memory ANSIBLE_ROLES_PATH="$PWD/roles" ANSIBLE_LOCALHOST_WARNING=false
-# NVLink multicast stays off on these hosts (FIELD_NOTES §2).
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 
 say() { printf '\n===== %s =====\n' "$*" | tee -a "$log"; }
 say "host"
 { nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader
   "$cuda/bin/nvcc" --version; echo "version.json:"; cat "$cuda/version.json" 2>&1 | head -n 4; } 2>&1 | tee -a "$log"
 
-common=(-i "$inv" playbooks/cuda.yml -e cuda_toolkit_method=existing -e "cuda_toolkit_existing_path=$cuda"
+common=("${device_vars[@]}" -i "$inv" playbooks/cuda.yml -e cuda_toolkit_method=existing -e "cuda_toolkit_existing_path=$cuda"
   -e cuda_toolkit_gpu_check=required -e "cuda_toolkit_profile_path=$out/profile.d-cuda-toolkit.sh")
 branch="$(nvidia-smi --query-gpu=driver_version --format=csv,noheader -i 0 2>/dev/null | cut -d. -f1)"
 count="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')"

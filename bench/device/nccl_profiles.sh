@@ -6,10 +6,9 @@
 # RUN: default pcie nvlink auto | c_<name> (candidates: see CANDIDATES)
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+source bench/device/env.sh
 out="${1:?usage: $0 OUTDIR [RUN ...]}"; shift
 mkdir -p "$out"
-export ANSIBLE_CONFIG="$PWD/bench/device/ansible.cfg" ANSIBLE_NOCOLOR=1 ANSIBLE_LOCAL_TEMP=/tmp/ansible-local
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export ANSIBLE_PYTHON_INTERPRETER="${ANSIBLE_PYTHON_INTERPRETER:-$(command -v python3)}"
 
 # name -> ansible extra vars (JSON). `default` renders profile none: only the safety vars.

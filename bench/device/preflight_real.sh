@@ -8,6 +8,7 @@
 # usage (repo root, ansible-core importable): bench/device/preflight_real.sh [TP_SIZE] [CUDA_PATH]
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+source bench/device/env.sh
 tp="${1:-$(nvidia-smi -L | grep -c '^GPU ')}"
 cuda="${2:-/usr/local/cuda-13.0}"
 out="${OUT:-/tmp/preflight_real_out}"
@@ -20,11 +21,8 @@ nvidia-smi --query-gpu="$fields" --format=csv,nounits >"$out/real-h200x$n.query-
 nvidia-smi topo -m >"$out/real-h200x$n.topo-m.txt"
 inv="$(mktemp)"
 printf '[sglang_servers]\nlocalhost ansible_connection=local ansible_python_interpreter=%s\n' "$(command -v python3)" >"$inv"
-export LC_ALL=C.UTF-8 ANSIBLE_FORCE_COLOR=false ANSIBLE_NOCOLOR=1 \
-  ANSIBLE_CACHE_PLUGIN=memory ANSIBLE_ROLES_PATH="$PWD/roles" ANSIBLE_LOCALHOST_WARNING=false
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-vars=(-e sglang_gpu_required=true -e "sglang_tp_size=$tp" -e sglang_api_key_required=false
-  -e sglang_model_path=/data/models/target -e sglang_draft_model_path=/data/models/eagle3
+vars=("${device_vars[@]}" -e sglang_gpu_required=true -e "sglang_tp_size=$tp" -e sglang_api_key_required=false
+  -e "sglang_model_path=$device_model" -e "sglang_draft_model_path=$device_drafter"
   -e sglang_root=/tmp/sglang -e sglang_min_free_disk_gib=1
   -e cuda_toolkit_method=existing -e "cuda_toolkit_existing_path=$cuda" -e cuda_toolkit_gpu_check=required
   -e "cuda_toolkit_profile_path=$out/profile.d-cuda-toolkit.sh")
