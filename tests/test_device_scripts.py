@@ -35,7 +35,7 @@ def device_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     topo = (SAMPLES / "h200x1.topo-m.txt").read_text()
     smi = bin_dir / "nvidia-smi"
     smi.write_text(
-        "#!/bin/sh\n# TEST DOUBLE of nvidia-smi (tests/test_device_scripts.py): the recorded single-H200 host\n"
+        "#!/bin/sh\n# TEST DOUBLE of nvidia-smi (tests/test_device_scripts.py): a single-H200 host\n"
         'case "$*" in\n'
         "  -L) echo 'GPU 0: NVIDIA H200 (UUID: GPU-00000000-0000-0000-0000-000000000000)' ;;\n"
         "  topo*) printf '%s' " + shlex.quote(topo) + " ;;\n"
@@ -102,7 +102,7 @@ def test_verify_layers_passes_preflight(device_env: dict[str, str], tmp_path: Pa
 
 
 def test_nccl_profiles_renders_with_the_collection(device_env: dict[str, str], tmp_path: Path) -> None:
-    rc, out = run_script(device_env, tmp_path, "nccl_profiles.sh", str(tmp_path / "profiles"), "default")
+    _, out = run_script(device_env, tmp_path, "nccl_profiles.sh", str(tmp_path / "profiles"), "default")
     assert_started(out)
     # the role rendered the file (the script prints it), then the benchmark needs torch and a GPU
     assert "===== default: /tmp/nccl-default.env" in out, out[-4000:]

@@ -117,3 +117,19 @@ def test_wheelhouse_lock_rewrite_keeps_hashes() -> None:
     text = wheelhouse.render_lock(entries, {entries[0][0]: f"{name}=={version}"})
     assert "sgl-kernel==0.3.21+cu130 \\\n    --hash=sha256:" + "a" * 64 in text
     assert "https://" not in text
+
+
+def test_url_wheel_plans_the_verified_fetch_of_a_url_requirement_only() -> None:
+    url = "https://github.com/sgl-project/whl/releases/download/v0.3.21/sgl_kernel-0.3.21+cu130-cp310-abi3-manylinux2014_x86_64.whl"
+    a, b = "a" * 64, "b" * 64
+    plan = filters.sglang_stack_url_wheel(f"sgl-kernel @ {url}", "/opt/sglang/cache/wheels/", [a, b, a])
+    assert plan == {
+        "url": url,
+        "dest": "/opt/sglang/cache/wheels/sgl_kernel-0.3.21+cu130-cp310-abi3-manylinux2014_x86_64.whl",
+        "sha256": [a, b],
+    }
+    # an index pin is handed to uv as it is; a fragment or a non-wheel URL is not this form
+    assert filters.sglang_stack_url_wheel("sgl-kernel==0.3.21", "/w", [a]) == {}
+    assert filters.sglang_stack_url_wheel(f"sgl-kernel @ {url}#sha256={a}", "/w", [a]) == {}
+    assert filters.sglang_stack_url_wheel("sgl-kernel @ https://example.org/x.tar.gz", "/w", [a]) == {}
+    assert filters.sglang_stack_url_wheel(f"torch @ {url}", "/w", [a]) == {}

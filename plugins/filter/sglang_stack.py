@@ -134,6 +134,22 @@ def sglang_stack_version_line(item: Mapping[str, Any]) -> str:
     )
 
 
+_URL_WHEEL = re.compile(r"\s*sgl[-_]kernel\s*@\s*(?P<url>https?://\S+/(?P<file>[^/\s#]+\.whl))\s*")
+
+
+def sglang_stack_url_wheel(requirement: str, wheels_dir: str, sha256: list[str]) -> dict[str, Any]:
+    """'sgl-kernel @ https://.../<file>.whl' -> {url, dest: wheels_dir/<file>, sha256: the accepted values,
+    once each, in order}; any other requirement (an index pin such as sgl-kernel==0.3.21) -> {}."""
+    match = _URL_WHEEL.fullmatch(requirement)
+    if match is None:
+        return {}
+    return {
+        "url": match["url"],
+        "dest": f"{wheels_dir.rstrip('/')}/{match['file']}",
+        "sha256": list(dict.fromkeys(str(h) for h in sha256)),
+    }
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
@@ -145,4 +161,5 @@ class FilterModule:
             "sglang_stack_checksums": sglang_stack_checksums,
             "sglang_stack_target_dists": sglang_stack_target_dists,
             "sglang_stack_version_line": sglang_stack_version_line,
+            "sglang_stack_url_wheel": sglang_stack_url_wheel,
         }
