@@ -80,6 +80,20 @@ def test_check_mode_sends_no_generate(server: str) -> None:
     assert "GET /v1/models" in ServerDouble.seen
 
 
+def test_check_mode_without_a_key_file_asks_only_what_needs_no_key(server: str) -> None:
+    """Check mode brings no key file to the host (http_run.yml): /health, and the refusal of a request
+    without the key; /v1/models with the key is not asked, nothing generates."""
+    result = verify_http.check(spec(server, generate=False), "")
+    assert result["status"] == "passed", result
+    assert "/v1/models not asked (check mode: no key on the host)" in result["reason"]
+    assert result["checks"]["without_key"] == {"/v1/models": 401}
+    assert not [r for r in ServerDouble.seen if "/generate" in r]
+    # a real run (it generates) that was given no key is a failure, never a pass
+    failed = verify_http.check(spec(server), "")
+    assert failed["status"] == "failed"
+    assert "auth is on but no key_file was given" in failed["reason"]
+
+
 def test_a_run_generates_and_checks_the_key(server: str) -> None:
     result = verify_http.check(spec(server), KEY)
     assert result["status"] == "passed", result

@@ -538,9 +538,34 @@ def test_a_health_failure_in_the_service_stage_restores_the_previous_unit(double
 
 def test_drift_sends_no_generate(double: dict[str, Any]) -> None:
     """`sglang-deploy drift` (site.yml --check) on a host whose unit drifted reports the drift and sends
-    the server no request that generates (the double's request log)."""
+    the server no request that generates (the double's request log). It is light on the live server's
+    GPUs: verify's layers 2-4 (a kernel, a torch allocation, an all-reduce) say `skipped: check mode`
+    (before lab mode, so this lab host shows the decision a GPU host gets), layer 5 writes no key file
+    (it asks only what needs no key), and `ps` on this machine, sampled while drift runs, never sees a
+    layer script of layers 2-4, the benchmark or a key file's directory in the lab host's processes."""
+    init = lab_exec("sh", "-c", "readlink /proc/1/ns/pid").strip()
+    pidns = init.removeprefix("pid:[").removesuffix("]")
+    heavy = ("verify_cuda.py", "verify_torch.py", "nccl_allreduce.py", "verify_bench.py", "bench_serving")
+    seen: dict[str, int] = {"samples": 0, "verify_http.py": 0, **dict.fromkeys(heavy, 0)}
+    key_dirs: set[str] = set()
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            done = subprocess.run(["ps", "-e", "-ww", "-o", "pidns=,args="], capture_output=True, text=True,
+                                  check=False, timeout=60)  # fmt: skip
+            seen["samples"] += 1
+            lab = [line for line in done.stdout.splitlines() if line.split(None, 1)[:1] == [pidns]]
+            for script in seen:
+                seen[script] += script != "samples" and any(script in line for line in lab)
+            listing = lab_exec("sh", "-c", "ls -d /tmp/sglang-verify-http-* 2>/dev/null || true", check=False)
+            key_dirs.update(listing.split())
+            stop.wait(0.2)
+
     lab_exec("cp", UNIT, "/tmp/sglang-kimi.service.e2e")
     lab_exec("sh", "-c", f"echo '# drifted by the e2e test' >> {UNIT} && : > {REQUEST_LOG}")
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
     try:
         cli = REPO / ".venv" / "bin" / "sglang-deploy"
         run = subprocess.run(
@@ -549,10 +574,20 @@ def test_drift_sends_no_generate(double: dict[str, Any]) -> None:
             capture_output=True, text=True, check=False, cwd=REPO, timeout=1800,
         )  # fmt: skip
     finally:
+        stop.set()
+        sampler.join(timeout=70)
         lab_exec("sh", "-c", f"cp /tmp/sglang-kimi.service.e2e {UNIT} && systemctl daemon-reload")
     out = run.stdout + run.stderr
     assert run.returncode == 2, out[-6000:]
     assert "drift on 1 of 1 host(s)" in out, out[-3000:]
+    for title in ("2 (CUDA)", "3 (torch)", "4 (NCCL)"):
+        line = f"verify layer {title} skipped: check mode (read-only: no kernel, no allocation on the GPUs)"
+        assert line in out, out[-6000:]
+    assert "/v1/models not asked (check mode: no key on the host)" in out, out[-6000:]
+    assert seen["samples"] > 0, seen
+    assert {script: seen[script] for script in heavy} == dict.fromkeys(heavy, 0), seen
+    assert key_dirs == set(), key_dirs
+    print(f"drift: {seen} (lab host {init}): no GPU layer, no benchmark, no key file")
     assert "# drifted by the e2e test" in out
     requests = lab_exec("cat", REQUEST_LOG).splitlines()
     assert "GET /health" in requests, requests  # layer 5 ran, read-only

@@ -61,13 +61,16 @@ def check(spec: dict[str, Any], key: str) -> dict[str, Any]:
     if status != 200:
         errors.append(f"GET /health answered {status}, want 200")
 
-    status, body = call(base + "/v1/models", key or None, None, timeout)
-    ids = [m.get("id") for m in body.get("data", [])] if status == 200 and isinstance(body, dict) else []
-    checks["models"] = {"status": status, "ids": ids}
-    if status != 200:
-        errors.append(f"GET /v1/models answered {status}, want 200")
-    elif served not in ids:
-        errors.append(f"GET /v1/models lists {ids}, not the served name {served!r}")
+    # check mode (generate=false) brings no key file to the host: with auth on, what needs the key is
+    # not asked; a real run without the key it needs is a failure
+    generate = bool(spec.get("generate", True))
+    keyless = bool(spec.get("auth")) and not key
+    if keyless and generate:
+        errors.append("auth is on but no key_file was given")
+    if keyless:
+        checks["models"] = "not asked: check mode (no key on the host)"
+    else:
+        errors += _models(checks, base + "/v1/models", key, served, timeout)
 
     gen_body = {
         "text": "def fibonacci(n):",
@@ -75,21 +78,14 @@ def check(spec: dict[str, Any], key: str) -> dict[str, Any]:
     }
     # check mode (spec generate=false) is read-only on the server too: no request that generates,
     # not even one the key check expects to be refused
-    generate = bool(spec.get("generate", True))
     if generate:
         errors += _generate(checks, base + "/generate", key, gen_body, timeout)
     else:
         checks["generate"] = "not sent: check mode (read-only)"
 
     if spec.get("auth"):
-        refused = {}
         probes = (("/v1/models", None), ("/generate", gen_body)) if generate else (("/v1/models", None),)
-        for path, payload in probes:
-            status, _ = call(base + path, None, payload, timeout)
-            refused[path] = status
-            if status not in (401, 403):
-                errors.append(f"{path} without the API key answered {status}, want 401")
-        checks["without_key"] = refused
+        errors += _without_key(checks, base, probes, timeout)
     else:
         checks["without_key"] = "not checked: no API key configured"
 
@@ -101,11 +97,41 @@ def check(spec: dict[str, Any], key: str) -> dict[str, Any]:
         if generate
         else "no /generate (check mode: read-only)"
     )
+    listed = f"/v1/models lists {served!r}"
+    if keyless:
+        listed = "/v1/models not asked (check mode: no key on the host)"
     return {
         "status": "passed",
-        "reason": f"/health 200, /v1/models lists {served!r}, {said}, {auth}",
+        "reason": f"/health 200, {listed}, {said}, {auth}",
         "checks": checks,
     }
+
+
+def _without_key(
+    checks: dict[str, Any], base: str, probes: tuple[tuple[str, Any], ...], timeout: float
+) -> list[str]:
+    """Each probe WITHOUT the key must be refused (401/403); its errors returned."""
+    refused: dict[str, int] = {}
+    errors: list[str] = []
+    for path, payload in probes:
+        status, _ = call(base + path, None, payload, timeout)
+        refused[path] = status
+        if status not in (401, 403):
+            errors.append(f"{path} without the API key answered {status}, want 401")
+    checks["without_key"] = refused
+    return errors
+
+
+def _models(checks: dict[str, Any], url: str, key: str, served: str, timeout: float) -> list[str]:
+    """GET /v1/models (with the key when there is one) must list the served name; its errors returned."""
+    status, body = call(url, key or None, None, timeout)
+    ids = [m.get("id") for m in body.get("data", [])] if status == 200 and isinstance(body, dict) else []
+    checks["models"] = {"status": status, "ids": ids}
+    if status != 200:
+        return [f"GET /v1/models answered {status}, want 200"]
+    if served not in ids:
+        return [f"GET /v1/models lists {ids}, not the served name {served!r}"]
+    return []
 
 
 def _generate(checks: dict[str, Any], url: str, key: str, body: dict[str, Any], timeout: float) -> list[str]:

@@ -33,6 +33,17 @@ def test_lab_mode_skip_lines_and_results(tmp_path: Path) -> None:
     assert moltest.totals(out)["failed"] == 0
 
 
+def test_check_mode_runs_no_gpu_work() -> None:
+    """Check mode is light on a live server's GPUs: layers 2-4 (a kernel, a torch allocation, an
+    all-reduce) are skipped for check mode, a reason that comes before lab mode's."""
+    rc, out = moltest.run_playbook("converge.yml", "--check")
+    assert rc == 0, out[-3000:]
+    why = "check mode (read-only: no kernel, no allocation on the GPUs)"
+    for key in ("cuda", "torch", "nccl"):
+        assert f"verify layer {LAYERS[key]} skipped: {why}" in out, out[-3000:]
+    assert '"msg": "verify layer 1 (GPU) skipped: no GPU (lab mode)"' in out, out[-3000:]
+
+
 def test_gpu_count_differs_from_preflight_fails_layer_1(host: Any) -> None:
     rc, out = moltest.run_playbook("gpu_mismatch.yml")
     assert rc != 0, out[-3000:]
