@@ -106,6 +106,17 @@ def test_lab_mode_says_the_nccl_part_skipped() -> None:
     assert moltest.totals(out)["changed"] == 0
 
 
+def test_check_mode_measures_and_restarts_nothing() -> None:
+    """Check mode on a live server: neither part runs (no all-reduce on its GPUs, no restart, no
+    benchmark), each saying why; check mode's reason comes before lab mode's."""
+    rc, out = moltest.run_playbook("lab.yml", "--check", extra=[{"autotune_parts": ["nccl", "preset"]}])
+    assert rc == 0, out[-3000:]
+    nccl = "autotune NCCL part skipped: check mode (read-only: no all-reduce on the GPUs of a live server)"
+    assert f'"msg": "{nccl}"' in out, out[-3000:]
+    assert '"msg": "autotune preset part skipped: check mode (read-only: no restart, no benchmark)"' in out
+    assert moltest.totals(out)["changed"] == 0
+
+
 def test_a_chosen_candidate_is_rendered_then_the_record_again(host: Any) -> None:
     # A hand-written record (not measured: the recorded runs kept the defaults) choosing ALGO=Ring.
     chosen = {"choice": "algo_ring", "vars": {"NCCL_ALGO": "Ring"}, "recorded_at": "hand-written"}
