@@ -18,10 +18,10 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ansible_collections.sglang.deploy.plugins.module_utils.secret_names import is_secret_name
+
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 CONTROL_ALLOWED = "text without control characters (no newline, carriage return, tab, NUL, escape, DEL)"
-# Inputs whose value never reaches a message (the launch spec's key, a token or a password).
-SECRET_NAME = re.compile(r".*(api_key|token|password|passwd|secret|credential).*", re.IGNORECASE)
 
 
 def has_control(text: str) -> bool:
@@ -37,7 +37,8 @@ def safe_text(value: Any, pattern: str | None = None) -> bool:
 
 
 def _show(name: str, value: str) -> str:
-    return "(value not printed)" if SECRET_NAME.fullmatch(name) else repr(value)
+    # inputs whose value never reaches a message: the one secret-name rule (secret_names.py)
+    return "(value not printed)" if is_secret_name(name) else repr(value)
 
 
 def _walk(name: str, value: Any, errors: list[str], depth: int = 0) -> None:
