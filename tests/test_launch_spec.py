@@ -184,6 +184,13 @@ BAD: dict[str, tuple[dict[str, Any], str, str]] = {
         "at least 16",
     ),
     "key_chars": ({"api_key": "a" * 20 + " $x"}, "sglang_api_key (value not printed", "A-Z a-z 0-9"),
+    # issue 32 item 5: SGLang's parser takes a key starting with - for an option and does not start
+    "key_dash": (
+        {"api_key": "-" + "a" * 20},
+        "sglang_api_key (value not printed; 21 characters, starting with -)",
+        "not starting with -",
+    ),
+    "key_long": ({"api_key": "a" * 257}, "sglang_api_key (value not printed; 257 characters)", "at most 256"),
     "key_placeholder": (
         {"api_key": "CHANGE-ME-openssl-rand-hex-32"},
         "placeholder of vault.yml.example",

@@ -57,6 +57,25 @@ def test_preflight_refuses_owned_spellings(case: str) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--admin-api-key", "x" * 20],
+        ["--admin-api-key=" + "x" * 20],
+        ["--admin-api", "x" * 20],
+        ["--admin", "k"],
+    ],
+)
+def test_preflight_refuses_the_admin_key_on_the_command_line(extra: list[str]) -> None:
+    """Issue 32 item 5: --admin-api-key would put a secret on the command line: refused, unprinted."""
+    errors = L.resolve(cfg(extra_args=extra))["errors"]
+    flag = extra[0].split("=", 1)[0]
+    assert any(
+        e.startswith(f"sglang_extra_args holds {flag} (value not printed): not allowed") for e in errors
+    ), errors
+    assert not any("x" * 20 in e for e in errors)
+
+
 def test_preflight_passes_a_foreign_flag_and_records_the_extras() -> None:
     spec = _spec(extra_args=["--log-level", "info", "--enable-cache-report"])
     assert spec["extra_args"] == ["--log-level", "info", "--enable-cache-report"]

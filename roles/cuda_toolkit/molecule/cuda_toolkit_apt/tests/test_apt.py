@@ -163,10 +163,13 @@ def test_a_key_with_another_fingerprint_is_refused_before_any_change(host) -> No
     rc, out = _converge(f"cuda_toolkit_apt_key_fingerprint={wrong}")
     assert rc != 0, out[-3000:]
     real = host.file("/srv/fake-cuda-repo/fingerprint.txt").content_string.strip()
+    extra = host.file("/srv/fake-cuda-repo/extra-fingerprint.txt").content_string.strip()
     assert "the apt repository key http://127.0.0.1:8808/fake-nvidia-repo.asc is not the pinned one" in out, (
         out[-3000:]
     )
-    assert f"fingerprints {real}, allowed cuda_toolkit_apt_key_fingerprint={wrong}" in out, out[-3000:]
+    # the file's two keys, in file order
+    both = f"fingerprints {extra}, {real}"
+    assert f"{both}, allowed cuda_toolkit_apt_key_fingerprint={wrong}" in out, out[-3000:]
     after = host.check_output(
         "cat /etc/apt/sources.list.d/nvidia-cuda.sources /etc/apt/keyrings/nvidia-cuda.asc"
     )
