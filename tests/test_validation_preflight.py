@@ -114,9 +114,42 @@ BAD_LATER_ROLES = {
         "control characters",
     ),
     "service_state_dir": (
-        {"sglang_service_state_dir": "../etc"},
-        'sglang_service_state_dir="../etc"',
+        {"sglang_service_state_dir": "/etc"},
+        'sglang_service_state_dir="/etc"',
         "relative",
+    ),
+    # issue 32 item 8: a `..` component in any path input (the one path rule, text_checks.py)
+    "service_state_dir_dotdot": (
+        {"sglang_service_state_dir": "../etc"},
+        "sglang_service_state_dir='../etc' is not valid",
+        "without '..' components",
+    ),
+    "stack_root_dotdot": (
+        {"sglang_stack_root": "/opt/sglang/../../etc"},
+        "sglang_stack_root='/opt/sglang/../../etc' is not valid",
+        "without '..' components",
+    ),
+    # issue 32 item 8: bounds on the benchmark's sizes (plugins/module_utils/bench_limits.py)
+    "verify_levels_bound": ({"verify_levels": [1, 5000]}, "verify_levels=[1, 5000]", "1-4096"),
+    "verify_prompts_bound": (
+        {"verify_bench_num_prompts": 1000000},
+        "verify_bench_num_prompts=1000000",
+        "1-100000",
+    ),
+    "autotune_levels_bound": (
+        {"autotune_preset_levels": [1, 30, 10000]},
+        "autotune_preset_levels=[1, 30, 10000]",
+        "1-4096",
+    ),
+    "autotune_prompts_bound": (
+        {"autotune_preset_num_prompts": 200000},
+        "autotune_preset_num_prompts=200000",
+        "1-100000",
+    ),
+    "verify_doc_path_dotdot": (
+        {"verify_doc_path": "/var/tmp/../../etc/cron.d/x"},
+        "verify_doc_path='/var/tmp/../../etc/cron.d/x' is not valid",
+        "without '..' components",
     ),
     "service_modprobe": (
         {"sglang_service_nvidia_modprobe": "/usr/bin/nvidia-modprobe;x"},
@@ -124,6 +157,56 @@ BAD_LATER_ROLES = {
         "absolute file path",
     ),
 }
+
+
+# Issue 32 items 5 and 8: preflight's own inputs, refused before any host is changed.
+BAD_PREFLIGHT: dict[str, tuple[dict[str, Any], str, str]] = {
+    "key_dash": (
+        {"sglang_api_key": "-" + "k" * 31, "sglang_api_key_required": True},
+        "sglang_api_key (value not printed; 32 characters, starting with -)",
+        "not starting with -",
+    ),
+    "admin_key": (
+        {"sglang_extra_args": ["--admin-api-key", "AdminKey-0123456789-xyz"]},
+        "sglang_extra_args holds --admin-api-key (value not printed): not allowed",
+        "no credential path",
+    ),
+    "model_dotdot": (
+        {"sglang_model_path": "/opt/models/../../etc"},
+        "sglang_model_path='/opt/models/../../etc' is not valid",
+        "without '..' components",
+    ),
+    "root_dotdot": (
+        {"sglang_root": "/opt/sglang/.."},
+        "sglang_root='/opt/sglang/..' is not valid",
+        "without '..' components",
+    ),
+    "extra_args_unknown_flag": (
+        {"sglang_extra_args": ["--enable-metricz"]},
+        "sglang_extra_args SGLang 0.5.9's parser would refuse it: sglang.launch_server: error: ",
+        "unrecognized arguments: --enable-metricz",
+    ),
+    "allow_known_bad": (
+        {"sglang_allow_known_bad": "maybe"},
+        'sglang_allow_known_bad="maybe" is not valid',
+        "allowed true or false",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_PREFLIGHT))
+def test_preflight_input_fails_before_any_change(run: Any, case: str) -> None:
+    over, needle, allowed = BAD_PREFLIGHT[case]
+    proc = run(over)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out[-3000:]
+    assert needle in out, out[-3000:]
+    assert allowed in out, out[-3000:]
+    assert "AdminKey-0123456789" not in out
+    assert "k" * 31 not in out
+    recap = _recap(out)
+    assert recap["changed"] == 0
+    assert recap["failed"] == 1
 
 
 @pytest.mark.parametrize("case", list(BAD_LATER_ROLES))

@@ -35,7 +35,13 @@ from ansible_collections.sglang.deploy.plugins.module_utils.convert import show 
 from ansible_collections.sglang.deploy.plugins.module_utils.convert import unset as _unset
 from ansible_collections.sglang.deploy.plugins.module_utils.convert import valid_host
 from ansible_collections.sglang.deploy.plugins.module_utils.nccl_profile import resolve_profile
-from ansible_collections.sglang.deploy.plugins.module_utils.text_checks import CONTROL
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_argv import describe as _argv_describe
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_argv import parse_errors as _argv_errors
+from ansible_collections.sglang.deploy.plugins.module_utils.text_checks import (
+    CONTROL,
+    DOTDOT_ALLOWED,
+    has_dotdot,
+)
 
 SCHEMA = 1
 API_KEY_ENV = "SGLANG_API_KEY"  # no longer set anywhere; refused in sglang_launch_environment
@@ -53,8 +59,8 @@ API_KEY_CHARS = "A-Z a-z 0-9 . _ ~ + / = : @ -"
 # Jinja test sglang.deploy.api_key): a key starting with `-` is read by SGLang's argparse as an option
 # (`--api-key -k...` -> "expected one argument") and the server refuses to start.
 API_KEY_ALLOWED = (
-    f"at least {API_KEY_MIN_LEN} characters (at most {API_KEY_MAX_LEN}) of {API_KEY_CHARS}, not starting with - "
-    "(SGLang's parser would take the key for an option)"
+    f"at least {API_KEY_MIN_LEN} characters (at most {API_KEY_MAX_LEN}) of {API_KEY_CHARS}, "
+    "not starting with - (SGLang's parser would take the key for an option)"
 )
 API_KEY_PLACEHOLDER_PREFIX = "CHANGE-ME"  # inventory/example/.../vault.yml.example
 SPEC_V2_ENV = "SGLANG_ENABLE_SPEC_V2"
@@ -131,6 +137,9 @@ def _check_path(errors: _Errors, var: str, value: Any, *, required: bool = True)
         return ""
     if not isinstance(value, str) or not _SAFE_PATH.fullmatch(value) or value.rstrip("/") == "":
         errors.bad(var, value, f"an absolute path other than / made of {_SAFE_PATH_CHARS}")
+        return ""
+    if has_dotdot(value):
+        errors.bad(var, value, DOTDOT_ALLOWED)
         return ""
     return value
 
@@ -348,7 +357,7 @@ def _check_key(cfg: Mapping[str, Any], errors: _Errors, required: bool) -> bool:
 
 
 def valid_api_key(key: Any) -> bool:
-    """The one API key rule: API_KEY_MIN_LEN-API_KEY_MAX_LEN characters of API_KEY_CHARS, not starting with -."""
+    """The one API key rule: API_KEY_MIN_LEN to API_KEY_MAX_LEN characters of API_KEY_CHARS, no leading -."""
     return (
         isinstance(key, str)
         and API_KEY_MIN_LEN <= len(key) <= API_KEY_MAX_LEN
@@ -450,10 +459,10 @@ def _check_extra(cfg: Mapping[str, Any], errors: _Errors) -> tuple[list[str], di
                 errors.bad("sglang_extra_args", word, "non-empty strings without newlines or control chars")
             elif _admin_key_flag(word):
                 errors.append(
-                    f"sglang_extra_args holds {word.split('=', 1)[0]} (value not printed): not allowed: a key "
-                    "in sglang_extra_args would be on the server's command line (process list, unit file, "
-                    "journal), and the deployment has no credential path for SGLang's admin key (only "
-                    "sglang_api_key travels as a credential, in the --config file): leave it out"
+                    f"sglang_extra_args holds {word.split('=', 1)[0]} (value not printed): not allowed: "
+                    "a key in sglang_extra_args would be on the server's command line (process list, "
+                    "unit file, journal), and the deployment has no credential path for SGLang's admin "
+                    "key (only sglang_api_key travels as a credential, in the --config file): leave it out"
                 )
             elif owned_flag(word) is not None:
                 errors.bad(
@@ -464,6 +473,10 @@ def _check_extra(cfg: Mapping[str, Any], errors: _Errors) -> tuple[list[str], di
                 )
             else:
                 args.append(word)
+        if len(args) == len(extra):
+            # every word passed the spec's own rules: now SGLang's parser, from its generated flag table
+            for problem in _argv_describe(_argv_errors(args)):
+                errors.append(f"sglang_extra_args {problem}")
     return args, _check_env(cfg, errors)
 
 
