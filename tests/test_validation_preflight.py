@@ -62,14 +62,16 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Any:
     double.chmod(0o755)
     env = local_ansible_env()
 
-    def _run(over: dict[str, Any], *args: str, gpu: bool = False) -> subprocess.CompletedProcess[str]:
+    def _run(
+        over: dict[str, Any], *args: str, gpu: bool = False, playbook: Path = PLAYBOOK
+    ) -> subprocess.CompletedProcess[str]:
         values = {**LAB, **over}
         values["preflight_nvidia_smi_candidates"] = [str(double)] if gpu else [str(tmp / "no-nvidia-smi")]
         if gpu:
             values["sglang_gpu_required"] = True
         case = tmp / f"case{len(list(tmp.glob('case*')))}.json"
         case.write_text(json.dumps(values))
-        cmd = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", str(inventory), str(PLAYBOOK)]
+        cmd = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", str(inventory), str(playbook)]
         cmd += ["-e", f"@{case}", *args]
         return subprocess.run(
             cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False
@@ -251,6 +253,44 @@ def test_present_stack_python_passes_on_a_gpu_host(run: Any) -> None:
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
     assert "1x NVIDIA H200" in out
+
+
+def test_site_stops_at_preflight_when_the_stack_python_is_missing(run: Any) -> None:
+    """Issue 32 item 8: in site.yml (the CLI's playbook) a GPU host without sglang_stack_python fails in
+    preflight and leaves the run: no later stage (lock, CUDA, stack) runs a task on it. Check mode: a
+    real run of site.yml would change this machine if the check did not hold."""
+    proc = run(
+        {"sglang_stack_python": "python-none-such-3.99"}, "--check", gpu=True,
+        playbook=REPO / "playbooks" / "site.yml",
+    )  # fmt: skip
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out[-3000:]
+    assert 'sglang_stack_python="python-none-such-3.99" is not an executable on this host' in out
+    assert "Stage 2 - CUDA toolkit" not in out
+    assert "TASK [sglang_stack" not in out
+    assert "TASK [cuda_toolkit" not in out
+    assert "Take the host lock" not in out
+    assert _recap(out)["changed"] == 0
+
+
+def test_stack_run_alone_stops_before_its_first_change_without_its_python(run: Any, tmp_path: Path) -> None:
+    """Issue 32 item 8: playbooks/stack.yml on its own (no preflight) looks sglang_stack_python up with
+    preflight's probe and stops before state.yml and tools.yml (its first changes), on a lab host too.
+    Check mode (a real run would install on this machine if the check did not hold)."""
+    over = {
+        "sglang_stack_python": "python-none-such-3.99",
+        "sglang_lock_enabled": False,
+        "sglang_stack_root": str(tmp_path / "stack"),
+    }
+    proc = run(over, "--check", playbook=REPO / "playbooks" / "stack.yml")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out[-3000:]
+    assert 'sglang_stack_python="python-none-such-3.99" is not an executable on this host' in out, out[-3000:]
+    assert "nothing was changed" in out
+    assert "Apply the stack's host state" not in out
+    assert "Install the system packages and uv" not in out
+    assert _recap(out)["changed"] == 0
+    assert not (tmp_path / "stack").exists()
 
 
 def test_missing_stack_python_warns_on_a_lab_host(run: Any) -> None:
