@@ -28,10 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from modload import load_module
 
 from sglang_deploy import cli
 from sglang_deploy.known_secrets import VarsReader
-from sglang_deploy.redact import MASK, Redactor, looks_like_secret, secret_env_values
+from sglang_deploy.redact import MASK, SECRET_NAME, Redactor, looks_like_secret, secret_env_values
 
 REPO = Path(__file__).resolve().parents[1]
 PROJECT = Path(__file__).parent / "data" / "runner_project"
@@ -481,3 +482,32 @@ def test_vars_reader_learns_with_labelled_vault_ids(tmp_path: Path) -> None:
     for label, key in secrets_by_label.items():
         assert reader.from_file(tmp_path / f"{label}.yml") == [key]
     assert VarsReader().from_file(tmp_path / "prod.yml") == []  # without the vault id: nothing
+
+
+ANSIBLE_CONNECTION_SECRETS = (
+    "ansible_become_pass",
+    "ansible_become_password",
+    "ansible_ssh_pass",
+    "ansible_password",
+)
+
+
+@pytest.mark.parametrize("name", ANSIBLE_CONNECTION_SECRETS)
+def test_ansible_connection_passwords_are_secret_names(name: str) -> None:
+    """Issue 32 item 5: Ansible's connection and become passwords are learned from the inventory and
+    masked in free text, by the one secret-name rule (plugins/module_utils/secret_names.py)."""
+    value = f"pw-{secrets.token_hex(8)}"
+    assert list(VarsReader().secret_values({name: value, "ansible_user": "deploy-user"})) == [value]
+    assert secret_env_values({name.upper(): value}) == [value]
+    for text in (f"{name}={value}", f'"{name}": "{value}"', f"{name}: {value}"):
+        assert value not in Redactor()(text), text
+    # names that merely contain the letters are not secrets
+    assert list(VarsReader().secret_values({"bypass_cache": value, "passes": value})) == []
+
+
+def test_the_cli_and_the_collection_share_one_secret_name_rule() -> None:
+    rule = load_module("secret_names_rule", REPO / "plugins/module_utils/secret_names.py")
+    host_lock = load_module("host_lock_rule", REPO / "plugins/module_utils/host_lock.py")
+    assert SECRET_NAME.pattern == rule.SECRET_NAME.pattern
+    assert MASK == rule.MASK == host_lock.MASK
+    assert host_lock.scrub_command(["ansible_ssh_pass=x1234567"]) == [f"ansible_ssh_pass={MASK}"]

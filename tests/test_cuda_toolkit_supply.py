@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -52,6 +53,108 @@ def test_a_changed_key_has_another_fingerprint(tmp_path: Path) -> None:
     b, _, fb = gpg_key(tmp_path / "b", "ed25519")
     assert fa != fb
     assert openpgp.fingerprints(b) == [fb]
+
+
+def _gpg(home: Path, *args: str, data: bytes | None = None, check: bool = True) -> bytes:
+    env = dict(os.environ, GNUPGHOME=str(home))
+    out: bytes = subprocess.run(
+        ["gpg", "--batch", *args], env=env, input=data, capture_output=True, check=check
+    ).stdout
+    return out
+
+
+@pytest.fixture
+def two_keys(tmp_path: Path) -> dict[str, Any]:
+    """One gpg home with two keys: "pinned" (stands for NVIDIA's) and "extra" (another party's), each
+    with an encryption subkey; a file signed by each; the exported file holding both keys."""
+    home = tmp_path / "g"
+    home.mkdir(mode=0o700)
+    fprs: dict[str, str] = {}
+    for name in ("extra", "pinned"):  # the extra key first in the file: order must not matter
+        _gpg(
+            home,
+            "--passphrase",
+            "",
+            "--quick-gen-key",
+            f"{name} <{name}@invalid>",
+            "ed25519",
+            "sign",
+            "never",
+        )
+        colons = _gpg(home, "--with-colons", "--fingerprint", f"{name}@invalid").decode()
+        fprs[name] = next(ln.split(":")[9] for ln in colons.splitlines() if ln.startswith("fpr:"))
+        _gpg(home, "--passphrase", "", "--quick-add-key", fprs[name], "cv25519", "encr", "never")
+    payload = tmp_path / "Release"
+    payload.write_text("Origin: test\n")
+    for name, fpr in fprs.items():
+        _gpg(
+            home,
+            "--local-user",
+            fpr,
+            "--detach-sign",
+            "-o",
+            str(tmp_path / f"Release.{name}.sig"),
+            str(payload),
+        )
+    both = _gpg(home, "--armor", "--export").decode()
+    return {"home": home, "fprs": fprs, "both": both, "dir": tmp_path, "payload": payload}
+
+
+def _gpgv(keyring_armored: str, work: Path, sig: Path, payload: Path) -> int:
+    """gpgv's verdict on ``sig`` against a keyring of ``keyring_armored`` (dearmored, as apt does)."""
+    ring = work / "ring.gpg"
+    ring.write_bytes(openpgp._binary(keyring_armored))
+    proc = subprocess.run(
+        ["gpgv", "--keyring", str(ring), str(sig), str(payload)], capture_output=True, check=False
+    )
+    return proc.returncode
+
+
+def test_export_keeps_the_pinned_key_alone(two_keys: dict[str, Any]) -> None:
+    """Issue 32 item 3: a key file with NVIDIA's key plus another installs NVIDIA's key alone."""
+    fprs, both = two_keys["fprs"], two_keys["both"]
+    assert openpgp.fingerprints(both) == [fprs["extra"], fprs["pinned"]]
+    exported = openpgp.export_key(both, fprs["pinned"])
+    assert openpgp.fingerprints(exported) == [fprs["pinned"]]
+    # gpg reads the export as that key with its user ID and its subkey, the same bytes gpg exported
+    other = two_keys["dir"] / "other-home"
+    other.mkdir(mode=0o700)
+    shown = _gpg(other, "--with-colons", "--show-keys", data=exported.encode()).decode()
+    records = [ln.split(":")[0] for ln in shown.splitlines()]
+    assert records.count("pub") == 1
+    assert records.count("sub") == 1
+    assert "pinned <pinned@invalid>" in shown
+    assert "extra@invalid" not in shown
+    alone = _gpg(two_keys["home"], "--export", fprs["pinned"])
+    assert openpgp._binary(exported) == alone
+    # apt's gpgv, against the installed keyring: the pinned key's signature passes, the extra key's fails
+    work, payload = two_keys["dir"], two_keys["payload"]
+    assert _gpgv(exported, work, work / "Release.pinned.sig", payload) == 0
+    assert _gpgv(exported, work, work / "Release.extra.sig", payload) != 0
+    # what the role installed before: the whole file, which trusted the extra key too
+    assert _gpgv(both, work, work / "Release.extra.sig", payload) == 0
+
+
+def test_export_reads_every_armored_block(two_keys: dict[str, Any]) -> None:
+    fprs, home = two_keys["fprs"], two_keys["home"]
+    blocks = "".join(_gpg(home, "--armor", "--export", fprs[n]).decode() for n in ("extra", "pinned"))
+    assert openpgp.fingerprints(blocks) == [fprs["extra"], fprs["pinned"]]
+    assert openpgp.fingerprints(openpgp.export_key(blocks, fprs["pinned"])) == [fprs["pinned"]]
+
+
+def test_export_of_an_absent_fingerprint_names_the_ones_found(two_keys: dict[str, Any]) -> None:
+    fprs = two_keys["fprs"]
+    wrong = "0123456789ABCDEF0123456789ABCDEF01234567"
+    with pytest.raises(ValueError, match=f"no key {wrong} in the key file .fingerprints {fprs['extra']}, "):
+        openpgp.export_key(two_keys["both"], wrong)
+
+
+def test_armor_crc_is_gpgs(two_keys: dict[str, Any]) -> None:
+    """The armor written anew carries the CRC-24 gpg writes for the same packets."""
+    fpr = two_keys["fprs"]["pinned"]
+    theirs = _gpg(two_keys["home"], "--armor", "--export", fpr).decode()
+    crc = next(ln for ln in theirs.splitlines() if ln.startswith("="))
+    assert crc in openpgp.export_key(theirs, fpr).splitlines()
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ winner; secrets never reach the lock file.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import os
@@ -35,7 +36,9 @@ def test_free_held_reentrant_released(tmp_path: Path) -> None:
     first = lock.acquire(path, holder("a"), now=100.0)
     assert first["status"] == "acquired"
     assert json.loads(Path(path).read_text()) == {"holder": holder("a"), "taken_epoch": 100.0}
-    assert oct(Path(path).stat().st_mode & 0o777) == "0o644"
+    # issue 32 item 5: the record (a command line) is root's alone, whatever the umask
+    assert oct(Path(path).stat().st_mode & 0o777) == "0o600"
+    assert oct(Path(path + ".guard").stat().st_mode & 0o777) == "0o600"
     assert lock.acquire(path, holder("a"), now=101.0)["status"] == "held_by_us"
     other = lock.acquire(path, holder("b"), now=102.0, stale_after_s=3600)
     assert other["status"] == "held"
@@ -123,11 +126,72 @@ def test_the_command_line_is_kept_without_secrets() -> None:
             "--extra-vars=token=t0", "--vault-password-file", "/p", "sglang_api_key=sk-2",
             "site.yml\x1b"]  # fmt: skip
     out = lock.scrub_command(argv)
-    assert out == ["ansible-playbook", "-i", "inv.yml", "-e", "<hidden>", "-e<hidden>",
-                   "--extra-vars=<hidden>", "--vault-password-file", "/p", "sglang_api_key=<hidden>",
+    m = lock.MASK
+    assert out == ["ansible-playbook", "-i", "inv.yml", "-e", m, f"-e{m}",
+                   f"--extra-vars={m}", "--vault-password-file", "/p", f"sglang_api_key={m}",
                    "site.yml"]  # fmt: skip
     assert "sk-" not in json.dumps(out)
     assert lock.scrub_command(["x" * 600, "y" * 600]) == ["x" * 600, "..."]
+
+
+@pytest.mark.parametrize(
+    ("argv", "want"),
+    [
+        # the abbreviations ansible-playbook's parser accepts for --extra-vars
+        (["--extra", '{"sglang_api_key": "sk-1"}'], ["--extra", "M"]),
+        (["--extra-var", "sglang_api_key=sk-1"], ["--extra-var", "M"]),
+        (["--extra-va=@vault.yml"], ["--extra-va=M"]),
+        # clusters of short options ending in -e: the value is the next word, or the rest of the word
+        (["-ve", '{"sglang_api_key": "sk-1"}'], ["-ve", "M"]),
+        (["-vvve@secrets.yml"], ["-vvveM"]),
+        (["-vKe", "token=sk-1"], ["-vKe", "M"]),
+        # another short option's value is not masked; a cluster without e is left alone
+        (["-i", "inv-sk-0.yml", "-vv"], ["-i", "inv-sk-0.yml", "-vv"]),
+        # Ansible's connection and become passwords (the one secret-name rule, shared with the CLI)
+        (
+            ["ansible_become_pass=sk-1", "ansible_ssh_pass=sk-2"],
+            ["ansible_become_pass=M", "ansible_ssh_pass=M"],
+        ),
+        (
+            ["ansible_password=sk-1", "ansible_become_password=sk-2"],
+            ["ansible_password=M", "ansible_become_password=M"],
+        ),
+        (["--limit", "bypass=ok"], ["--limit", "bypass=ok"]),
+    ],
+)  # fmt: skip
+def test_every_extra_vars_spelling_and_secret_name_is_masked(argv: list[str], want: list[str]) -> None:
+    """Issue 32 item 5: the values `--extra`, `-ve`, `--extra-var`, `-e@file` carry are masked."""
+    out = lock.scrub_command(["ansible-playbook", *argv, "site.yml"])
+    assert out == [
+        "ansible-playbook",
+        *(w.replace("M", lock.MASK) if "M" in w else w for w in want),
+        "site.yml",
+    ]
+    assert "sk-1" not in json.dumps(out)
+    assert "sk-2" not in json.dumps(out)
+
+
+@pytest.mark.parametrize("planted", ["lock.guard", "lock.tmp.PID", "lock"])
+@pytest.mark.parametrize("target_exists", [True, False])
+def test_a_planted_symlink_is_never_written_through(
+    tmp_path: Path, planted: str, target_exists: bool
+) -> None:
+    """Issue 32 item 5: a link planted in a writable lock directory (to a file root owns, or to a path
+    where root would create one) is refused or replaced, never followed: the target keeps its content,
+    or is not created."""
+    target = tmp_path / "victim"
+    if target_exists:
+        target.write_text("precious\n")
+    directory = tmp_path / "d"
+    directory.mkdir()
+    path = directory / "lock"
+    (directory / planted.replace("PID", str(os.getpid()))).symlink_to(target)
+    with contextlib.suppress(OSError):  # refused (O_NOFOLLOW): what matters is the target below
+        lock.acquire(str(path), holder("a"), now=1.0)
+    if target_exists:
+        assert target.read_text() == "precious\n"
+    else:
+        assert not target.exists()
 
 
 # --- real ansible-playbook runs (local connection), the playbooks of the repository ---------------
@@ -198,7 +262,7 @@ def test_two_concurrent_runs_the_second_fails_naming_the_holder(lab: dict[str, A
         h = record["holder"]
         assert h["pid"] == first.pid  # the ansible-playbook process itself
         assert abs(h["pid_start"] - (lock.process_start(first.pid) or 0)) < 1
-        assert h["command"][-4:] == ["-e", "<hidden>", "-e", "<hidden>"]
+        assert h["command"][-4:] == ["-e", lock.MASK, "-e", lock.MASK]
         assert "sk-secret" not in lab["lock"].read_text()
         t0 = time.time()
         second = run(lab, "-e", "run_name=b")

@@ -184,6 +184,13 @@ BAD: dict[str, tuple[dict[str, Any], str, str]] = {
         "at least 16",
     ),
     "key_chars": ({"api_key": "a" * 20 + " $x"}, "sglang_api_key (value not printed", "A-Z a-z 0-9"),
+    # issue 32 item 5: SGLang's parser takes a key starting with - for an option and does not start
+    "key_dash": (
+        {"api_key": "-" + "a" * 20},
+        "sglang_api_key (value not printed; 21 characters, starting with -)",
+        "not starting with -",
+    ),
+    "key_long": ({"api_key": "a" * 257}, "sglang_api_key (value not printed; 257 characters)", "at most 256"),
     "key_placeholder": (
         {"api_key": "CHANGE-ME-openssl-rand-hex-32"},
         "placeholder of vault.yml.example",
@@ -205,6 +212,18 @@ BAD: dict[str, tuple[dict[str, Any], str, str]] = {
     "spec_v2_word": ({"spec_v2": "maybe"}, "sglang_spec_v2='maybe'", "true, false, or null"),
     "model_relative": ({"model_path": "models/kimi"}, "sglang_model_path='models/kimi'", "absolute path"),
     "model_space": ({"model_path": "/data/my model"}, "sglang_model_path='/data/my model'", "absolute path"),
+    # issue 32 item 8: `..` components climb out of the place a path names
+    "model_dotdot": ({"model_path": "/data/../etc"}, "sglang_model_path='/data/../etc'", "without '..'"),
+    "model_dotdot_end": (
+        {"model_path": "/data/models/.."},
+        "sglang_model_path='/data/models/..'",
+        "without '..'",
+    ),
+    "draft_dotdot": (
+        {"draft_model_path": "/data/eagle3/../../root"},
+        "sglang_draft_model_path='/data/eagle3/../../root'",
+        "without '..'",
+    ),
     "model_quote": ({"model_path": '/data/"kimi"'}, "sglang_model_path='/data/\"kimi\"'", "absolute path"),
     "model_dollar": ({"model_path": "/data/$HOME"}, "sglang_model_path='/data/$HOME'", "absolute path"),
     "model_semicolon": ({"model_path": "/data/a;rm"}, "sglang_model_path='/data/a;rm'", "absolute path"),

@@ -10,8 +10,12 @@ Two layers, both real:
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import io
 import json
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +59,25 @@ def test_preflight_refuses_owned_spellings(case: str) -> None:
     assert any(e.startswith("sglang_extra_args=") and "spec does not already set" in e for e in errors), (
         errors
     )
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--admin-api-key", "x" * 20],
+        ["--admin-api-key=" + "x" * 20],
+        ["--admin-api", "x" * 20],
+        ["--admin", "k"],
+    ],
+)
+def test_preflight_refuses_the_admin_key_on_the_command_line(extra: list[str]) -> None:
+    """Issue 32 item 5: --admin-api-key would put a secret on the command line: refused, unprinted."""
+    errors = L.resolve(cfg(extra_args=extra))["errors"]
+    flag = extra[0].split("=", 1)[0]
+    assert any(
+        e.startswith(f"sglang_extra_args holds {flag} (value not printed): not allowed") for e in errors
+    ), errors
+    assert not any("x" * 20 in e for e in errors)
 
 
 def test_preflight_passes_a_foreign_flag_and_records_the_extras() -> None:
@@ -116,3 +139,142 @@ def test_stack_check_main_fails_on_an_owned_extra(sglang_venv_python: Path) -> N
     doc = json.loads(proc.stdout.strip().splitlines()[-1])
     assert doc["argv_ok"] is False
     assert any("'--hos' sets 'host'" in e for e in doc["errors"]), doc["errors"]
+
+
+# --- issue 32 item 8: SGLang's flag table in preflight (plugins/module_utils/sglang_argv.py) ----------
+
+A = load_module("sglang_argv", REPO / "plugins" / "module_utils" / "sglang_argv.py")
+FLAGS = load_module("sglang_flags", REPO / "plugins" / "module_utils" / "sglang_flags.py")
+GEN = REPO / "scripts" / "gen-sglang-flags"
+
+ARGV_CASES: dict[str, list[str]] = {
+    "ok_flags": ["--log-level", "info", "--enable-cache-report", "--log-requests-format=json"],
+    "ok_abbrev": ["--enable-cache-rep", "--log-requests-f", "text"],
+    "ok_negative_value": ["--watchdog-timeout", "-1"],
+    "unknown": ["--no-such-flag"],
+    "unknown_with_value": ["--enable-metricz", "1"],
+    "stray_word": ["--enable-cache-report", "stray"],
+    "ambiguous": ["--enable-m"],
+    "missing_value": ["--log-level"],
+    "value_is_an_option": ["--log-level", "--enable-cache-report"],
+    "bad_int": ["--max-running-requests", "many"],
+    "bad_choice": ["--log-requests-format", "xml"],
+    "explicit_on_flag": ["--enable-cache-report=yes"],
+    "double_dash": ["--", "--enable-cache-report"],
+    "short_unknown": ["-x"],
+}
+
+
+def _argparse_from_table() -> argparse.ArgumentParser:
+    """A real argparse parser with the table's options (nargs, choices, type), as SGLang declares them."""
+    parser = argparse.ArgumentParser(prog="sglang.launch_server", add_help=False)
+    kinds = {"int": int, "float": float}
+    for option, entry in FLAGS.FLAGS.items():
+        if option in ("-h", "--help"):
+            parser.add_argument(option, action="store_true", dest=f"help_{len(option)}")
+            continue
+        kw: dict[str, Any] = {"dest": option.lstrip("-").replace("-", "_")}
+        if entry["nargs"] == "0":
+            kw["action"] = "store_true"
+        else:
+            if entry["nargs"] != "1":
+                kw["nargs"] = entry["nargs"]
+            if "type" in entry:
+                kw["type"] = kinds[entry["type"]]
+            if "choices" in entry:
+                kw["choices"] = [kinds.get(entry.get("type", ""), str)(c) for c in entry["choices"]]
+        parser.add_argument(option, **kw)
+    return parser
+
+
+def _argparse_error(parser: argparse.ArgumentParser, words: list[str]) -> str | None:
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            parser.parse_args(words)
+    except SystemExit:
+        return err.getvalue().strip().splitlines()[-1].split(": error: ", 1)[1]
+    return None
+
+
+@pytest.mark.parametrize("case", sorted(ARGV_CASES))
+def test_preflight_parser_says_what_argparse_says(case: str) -> None:
+    """The table-driven reader gives argparse's own first error (or none) for the same words."""
+    words = ARGV_CASES[case]
+    ours = A.parse_errors(words)
+    theirs = _argparse_error(_argparse_from_table(), words)
+    assert (ours[0] if ours else None) == theirs, (ours, theirs)
+    assert bool(ours) == (not case.startswith("ok_"))
+
+
+def test_preflight_refuses_an_unknown_flag_naming_the_variable_and_sglangs_message() -> None:
+    errors = L.resolve(cfg(extra_args=["--enable-metricz"]))["errors"]
+    assert errors == [
+        "sglang_extra_args SGLang 0.5.9's parser would refuse it: sglang.launch_server: error: "
+        "unrecognized arguments: --enable-metricz"
+    ]
+
+
+def test_the_flag_table_holds_the_patched_flag_and_the_spec_flags() -> None:
+    flags = FLAGS.FLAGS
+    assert FLAGS.SGLANG_VERSION == "0.5.9"
+    assert flags["--speculative-disable-batch-threshold"]["nargs"] == "1"  # patch 0005
+    assert flags["--enable-metrics"]["nargs"] == "0"
+    for word in _spec(api_key=KEY)["server_args"]:
+        if word.startswith("--"):
+            assert word in flags, word
+
+
+def test_the_flag_table_is_the_sdists(tmp_path: Path) -> None:
+    """scripts/gen-sglang-flags --check against the real sdist of the pinned release (downloaded once
+    into the patch tests' cache): the committed table is what the sdist + patches declare."""
+    from patches_fixtures import SOURCES_CACHE, _fetch_sglang_sdist, load_series  # noqa: PLC0415
+
+    version = load_series().sglang_version
+    _fetch_sglang_sdist(version)
+    archive = SOURCES_CACHE / "download" / f"sglang-{version}.tar.gz"
+    proc = subprocess.run(
+        [sys.executable, str(GEN), str(archive), "--check"], capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_flag_table_is_sglangs_parser(sglang_venv_python: Path) -> None:
+    """Every option string and its nargs, against SGLang's own parser in its venv."""
+    driver = (
+        "import argparse, json\n"
+        "from sglang.srt.server_args import ServerArgs\n"
+        "p = argparse.ArgumentParser(); ServerArgs.add_cli_args(p)\n"
+        "table = p._option_string_actions.items()\n"
+        "print(json.dumps({o: str(a.nargs if a.nargs is not None else 1) for o, a in table}))\n"
+    )
+    proc = subprocess.run(
+        [str(sglang_venv_python), "-c", driver], capture_output=True, text=True, timeout=600, check=False
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    real: dict[str, str] = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert set(real) == set(FLAGS.FLAGS)
+    assert real == {o: e["nargs"] for o, e in FLAGS.FLAGS.items()}
+
+
+def test_stack_check_reports_sglangs_own_error_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stack stage's real parser check: SGLang's `error:` line (not argparse's whole usage, not
+    "non-zero return code"), also on stderr, where the stack stage's failure message reads it. A
+    stand-in argparse parser replaces SGLang's (whose venv is the heavy fixture) - named as such."""
+    check = load_module("stack_check_stderr", STACK_CHECK)
+    stand_in = argparse.ArgumentParser(prog="sglang.launch_server")  # STAND-IN for SGLang's parser
+    for n in range(40):
+        stand_in.add_argument(f"--flag-{n}")
+    problem = check.check_argv(["--flag-1", "x", "--no-such"], stand_in)
+    assert problem is not None
+    assert problem.endswith("exit 2: sglang.launch_server: error: unrecognized arguments: --no-such")
+    assert "usage:" not in problem
+    monkeypatch.setattr(check, "server_parser", lambda: stand_in)
+    monkeypatch.setattr(sys, "argv", ["stack_check.py", json.dumps({"argv": ["--no-such"], "extra": []})])
+    err = io.StringIO()
+    out = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+        assert check.main() == 1
+    assert "stack_check: SGLang's argument parser rejected ['--no-such']: exit 2: " in err.getvalue()
+    assert "error: unrecognized arguments: --no-such" in err.getvalue()
+    assert json.loads(out.getvalue().strip().splitlines()[-1])["argv_ok"] is False

@@ -62,14 +62,16 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Any:
     double.chmod(0o755)
     env = local_ansible_env()
 
-    def _run(over: dict[str, Any], *args: str, gpu: bool = False) -> subprocess.CompletedProcess[str]:
+    def _run(
+        over: dict[str, Any], *args: str, gpu: bool = False, playbook: Path = PLAYBOOK
+    ) -> subprocess.CompletedProcess[str]:
         values = {**LAB, **over}
         values["preflight_nvidia_smi_candidates"] = [str(double)] if gpu else [str(tmp / "no-nvidia-smi")]
         if gpu:
             values["sglang_gpu_required"] = True
         case = tmp / f"case{len(list(tmp.glob('case*')))}.json"
         case.write_text(json.dumps(values))
-        cmd = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", str(inventory), str(PLAYBOOK)]
+        cmd = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", str(inventory), str(playbook)]
         cmd += ["-e", f"@{case}", *args]
         return subprocess.run(
             cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False
@@ -114,9 +116,42 @@ BAD_LATER_ROLES = {
         "control characters",
     ),
     "service_state_dir": (
-        {"sglang_service_state_dir": "../etc"},
-        'sglang_service_state_dir="../etc"',
+        {"sglang_service_state_dir": "/etc"},
+        'sglang_service_state_dir="/etc"',
         "relative",
+    ),
+    # issue 32 item 8: a `..` component in any path input (the one path rule, text_checks.py)
+    "service_state_dir_dotdot": (
+        {"sglang_service_state_dir": "../etc"},
+        "sglang_service_state_dir='../etc' is not valid",
+        "without '..' components",
+    ),
+    "stack_root_dotdot": (
+        {"sglang_stack_root": "/opt/sglang/../../etc"},
+        "sglang_stack_root='/opt/sglang/../../etc' is not valid",
+        "without '..' components",
+    ),
+    # issue 32 item 8: bounds on the benchmark's sizes (plugins/module_utils/bench_limits.py)
+    "verify_levels_bound": ({"verify_levels": [1, 5000]}, "verify_levels=[1, 5000]", "1-4096"),
+    "verify_prompts_bound": (
+        {"verify_bench_num_prompts": 1000000},
+        "verify_bench_num_prompts=1000000",
+        "1-100000",
+    ),
+    "autotune_levels_bound": (
+        {"autotune_preset_levels": [1, 30, 10000]},
+        "autotune_preset_levels=[1, 30, 10000]",
+        "1-4096",
+    ),
+    "autotune_prompts_bound": (
+        {"autotune_preset_num_prompts": 200000},
+        "autotune_preset_num_prompts=200000",
+        "1-100000",
+    ),
+    "verify_doc_path_dotdot": (
+        {"verify_doc_path": "/var/tmp/../../etc/cron.d/x"},
+        "verify_doc_path='/var/tmp/../../etc/cron.d/x' is not valid",
+        "without '..' components",
     ),
     "service_modprobe": (
         {"sglang_service_nvidia_modprobe": "/usr/bin/nvidia-modprobe;x"},
@@ -124,6 +159,56 @@ BAD_LATER_ROLES = {
         "absolute file path",
     ),
 }
+
+
+# Issue 32 items 5 and 8: preflight's own inputs, refused before any host is changed.
+BAD_PREFLIGHT: dict[str, tuple[dict[str, Any], str, str]] = {
+    "key_dash": (
+        {"sglang_api_key": "-" + "k" * 31, "sglang_api_key_required": True},
+        "sglang_api_key (value not printed; 32 characters, starting with -)",
+        "not starting with -",
+    ),
+    "admin_key": (
+        {"sglang_extra_args": ["--admin-api-key", "AdminKey-0123456789-xyz"]},
+        "sglang_extra_args holds --admin-api-key (value not printed): not allowed",
+        "no credential path",
+    ),
+    "model_dotdot": (
+        {"sglang_model_path": "/opt/models/../../etc"},
+        "sglang_model_path='/opt/models/../../etc' is not valid",
+        "without '..' components",
+    ),
+    "root_dotdot": (
+        {"sglang_root": "/opt/sglang/.."},
+        "sglang_root='/opt/sglang/..' is not valid",
+        "without '..' components",
+    ),
+    "extra_args_unknown_flag": (
+        {"sglang_extra_args": ["--enable-metricz"]},
+        "sglang_extra_args SGLang 0.5.9's parser would refuse it: sglang.launch_server: error: ",
+        "unrecognized arguments: --enable-metricz",
+    ),
+    "allow_known_bad": (
+        {"sglang_allow_known_bad": "maybe"},
+        'sglang_allow_known_bad="maybe" is not valid',
+        "allowed true or false",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_PREFLIGHT))
+def test_preflight_input_fails_before_any_change(run: Any, case: str) -> None:
+    over, needle, allowed = BAD_PREFLIGHT[case]
+    proc = run(over)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out[-3000:]
+    assert needle in out, out[-3000:]
+    assert allowed in out, out[-3000:]
+    assert "AdminKey-0123456789" not in out
+    assert "k" * 31 not in out
+    recap = _recap(out)
+    assert recap["changed"] == 0
+    assert recap["failed"] == 1
 
 
 @pytest.mark.parametrize("case", list(BAD_LATER_ROLES))
@@ -168,6 +253,44 @@ def test_present_stack_python_passes_on_a_gpu_host(run: Any) -> None:
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
     assert "1x NVIDIA H200" in out
+
+
+def test_site_stops_at_preflight_when_the_stack_python_is_missing(run: Any) -> None:
+    """Issue 32 item 8: in site.yml (the CLI's playbook) a GPU host without sglang_stack_python fails in
+    preflight and leaves the run: no later stage (lock, CUDA, stack) runs a task on it. Check mode: a
+    real run of site.yml would change this machine if the check did not hold."""
+    proc = run(
+        {"sglang_stack_python": "python-none-such-3.99"}, "--check", gpu=True,
+        playbook=REPO / "playbooks" / "site.yml",
+    )  # fmt: skip
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out[-3000:]
+    assert 'sglang_stack_python="python-none-such-3.99" is not an executable on this host' in out
+    assert "Stage 2 - CUDA toolkit" not in out
+    assert "TASK [sglang_stack" not in out
+    assert "TASK [cuda_toolkit" not in out
+    assert "Take the host lock" not in out
+    assert _recap(out)["changed"] == 0
+
+
+def test_stack_run_alone_stops_before_its_first_change_without_its_python(run: Any, tmp_path: Path) -> None:
+    """Issue 32 item 8: playbooks/stack.yml on its own (no preflight) looks sglang_stack_python up with
+    preflight's probe and stops before state.yml and tools.yml (its first changes), on a lab host too.
+    Check mode (a real run would install on this machine if the check did not hold)."""
+    over = {
+        "sglang_stack_python": "python-none-such-3.99",
+        "sglang_lock_enabled": False,
+        "sglang_stack_root": str(tmp_path / "stack"),
+    }
+    proc = run(over, "--check", playbook=REPO / "playbooks" / "stack.yml")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out[-3000:]
+    assert 'sglang_stack_python="python-none-such-3.99" is not an executable on this host' in out, out[-3000:]
+    assert "nothing was changed" in out
+    assert "Apply the stack's host state" not in out
+    assert "Install the system packages and uv" not in out
+    assert _recap(out)["changed"] == 0
+    assert not (tmp_path / "stack").exists()
 
 
 def test_missing_stack_python_warns_on_a_lab_host(run: Any) -> None:

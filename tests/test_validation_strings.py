@@ -339,3 +339,30 @@ def test_newline_is_refused_in_preflight_naming_the_variable(results: dict[str, 
     named = re.search(rf"(?<![A-Za-z0-9_]){re.escape(var)}(?![A-Za-z0-9_])", msg)
     assert named, f"{case_id}: the refusal does not name {var}: {msg[:2000]}"
     assert KEY not in msg
+
+
+def test_the_path_rule_refuses_dotdot_components_in_path_inputs_only() -> None:
+    """Issue 32 item 8: the one path rule (text_checks.text_errors, run by every role's validate.yml
+    over all its inputs): a `..` component in a path input (named *_path, *_dir, *_file, *_root, ...,
+    lists of them too) is refused naming the input; `..` inside a name and other inputs pass."""
+    from modload import load_module  # noqa: PLC0415 - pure module, loaded by path
+
+    checks = load_module("text_checks_dotdot", REPO / "plugins/module_utils/text_checks.py")
+    bad = {
+        "sglang_root": "/opt/../etc",
+        "verify_doc_path": "/var/tmp/../../etc/x",
+        "sglang_service_state_dir": "..",
+        "autotune_record_dir": "/srv/records/..",
+        "sglang_stack_extra_dirs": ["/ok", "/a/../b"],
+        "sglang_model_path": "../models",
+    }
+    errors = checks.text_errors(bad)
+    assert len(errors) == len(bad), errors
+    for name in bad:
+        assert any(e.startswith(name) and "without '..' components" in e for e in errors), (name, errors)
+    good = {
+        "sglang_root": "/opt/sglang..old/x..y",
+        "verify_doc_path": "/var/tmp/.hidden/doc.md",
+        "verify_prompt": "../ is fine in text that is not a path",
+    }
+    assert checks.text_errors(good) == []

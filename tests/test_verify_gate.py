@@ -392,3 +392,20 @@ def test_scrub_removes_key_from_bench_jsonl() -> None:
 def test_scrub_masks_secret_named_fields_even_with_unknown_value() -> None:
     data = S.scrub_data({"a": {"api_key": "some-other-key-value"}, "hf_token": "abc"}, None)
     assert data == {"a": {"api_key": S.MASK}, "hf_token": S.MASK}
+
+
+def test_bench_bounds() -> None:
+    """Issue 32 item 8: concurrency levels 1-4096, prompts per level auto or 1-100000
+    (plugins/module_utils/bench_limits.py, the Jinja tests sglang.deploy.bench_levels/bench_prompts)."""
+    from modload import REPO, load_module  # noqa: PLC0415
+
+    limits = load_module("bench_limits", REPO / "plugins/module_utils/bench_limits.py")
+    assert limits.valid_levels([1, 30, 100, 250])
+    assert limits.valid_levels(["1", 4096])
+    for bad in ([], [0], [4097], [1, 10**6], ["1\n"], [True], [1.5], "1,30", None, ["01"]):
+        assert not limits.valid_levels(bad), bad
+    assert limits.valid_prompts("auto")
+    assert limits.valid_prompts(100000)
+    assert limits.valid_prompts("30")
+    for prompts in (0, 100001, "ten", True, None, -1, "1e3"):
+        assert not limits.valid_prompts(prompts), prompts

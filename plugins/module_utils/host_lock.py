@@ -5,7 +5,10 @@ run, also clears it) names the run that holds the host: ``holder`` = {run_id, co
 pid_start, command, started_at} of the controller's ansible-playbook, plus ``taken_epoch`` (the host's
 clock when it was taken). Every read-modify-write of the file happens under ``flock(2)`` of a guard
 file beside it, so two runs that race for a free or stale lock cannot both win; the file itself is
-replaced with rename(2), so a reader never sees half a record.
+replaced with rename(2), so a reader never sees half a record. The record is written 0600 (root
+only: it holds a command line), and the guard, the temporary file and the record are opened with
+``O_NOFOLLOW`` (the temporary file with ``O_CREAT|O_EXCL``): a symbolic link planted in a writable
+lock directory cannot make root write through it to another file.
 
 - :func:`acquire`: free -> taken; held by the same run id -> kept (re-entrant: each stage playbook
   of one site.yml run asks again); held by another run -> refused with the holder, unless its run id
@@ -14,7 +17,10 @@ replaced with rename(2), so a reader never sees half a record.
   ``check``: nothing is written, the answer says what would happen.
 - :func:`release`: removes the file only when this run holds it.
 - :func:`process_start` / :func:`alive` / :func:`scrub_command`: what the controller side knows of a
-  pid (start time from ``/proc``, so a reused pid is not taken for the holder).
+  pid (start time from ``/proc``, so a reused pid is not taken for the holder); its command line is
+  recorded with the values of every ``-e``/``--extra-vars`` spelling and of every secret-named
+  ``NAME=VALUE`` masked (the one secret-name rule and mask, plugins/module_utils/secret_names.py, that
+  the CLI uses).
 
 Pure Python (no Ansible import): tests/test_host_lock.py tests it with real files and processes.
 """
@@ -30,15 +36,22 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from ansible_collections.sglang.deploy.plugins.module_utils.secret_names import MASK, is_secret_name
+
 HOLDER_KEYS = ("run_id", "controller", "pid", "pid_start", "command", "started_at")
-_SECRET_NAME = re.compile(r"(?i)(api[_-]?key|token|passw(or)?d|secret|credential|vault[_-]?pass)")
+RECORD_MODE = 0o600  # root only: the record holds the controller's command line
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_NOFOLLOW = os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+# ansible-playbook's short options that take a value (the rest of a cluster such as `-ve@f`, or the next
+# word): -e's value is masked; any other ends the cluster without one
+_SHORT_WITH_VALUE = frozenset("ecfilMtTu")
+EXTRA_VARS = "--extra-vars"
 
 
 @contextlib.contextmanager
 def _guard(path: str) -> Iterator[None]:
     os.makedirs(os.path.dirname(path) or "/", mode=0o755, exist_ok=True)
-    fd = os.open(path + ".guard", os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(path + ".guard", os.O_RDWR | os.O_CREAT | _NOFOLLOW, RECORD_MODE)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -49,10 +62,11 @@ def _guard(path: str) -> Iterator[None]:
 def read(path: str) -> dict[str, Any] | None:
     """The lock record, None when there is none; an unreadable file is {"invalid": its start}."""
     try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            text = fh.read(65536)
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW)
     except FileNotFoundError:
         return None
+    with os.fdopen(fd, encoding="utf-8", errors="replace") as fh:
+        text = fh.read(65536)
     try:
         doc = json.loads(text)
     except ValueError:
@@ -63,13 +77,18 @@ def read(path: str) -> dict[str, Any] | None:
 
 
 def _write(path: str, doc: dict[str, Any]) -> None:
+    """Write the record 0600 through a new temporary file (O_CREAT|O_EXCL|O_NOFOLLOW: never an existing
+    file or a link planted there), then rename it over ``path`` (rename replaces a link, never follows it)."""
     tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as fh:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)  # a leftover of a killed run of this pid (or a planted link): removed, not followed
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, RECORD_MODE)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
         json.dump(doc, fh, sort_keys=True)
         fh.write("\n")
         fh.flush()
+        os.fchmod(fh.fileno(), RECORD_MODE)  # whatever the umask
         os.fsync(fh.fileno())
-    os.chmod(tmp, 0o644)
     os.replace(tmp, path)
 
 
@@ -191,29 +210,45 @@ def command_line(pid: int) -> list[str]:
     return [a.decode("utf-8", "replace") for a in raw.split(b"\0") if a]
 
 
+def _short_cluster(arg: str) -> tuple[str, bool]:
+    """A cluster of short options (``-vve@f``, ``-e``, ``-ivx``): (the cluster with -e's value masked,
+    whether -e takes the next word)."""
+    for index, char in enumerate(arg[1:], start=1):
+        if char not in _SHORT_WITH_VALUE:
+            continue
+        if char != "e":
+            return arg, False  # another option's value follows: no -e in this cluster
+        rest = arg[index + 1 :]
+        return (arg[: index + 1] + MASK if rest else arg), not rest
+    return arg, False
+
+
 def scrub_command(argv: Sequence[str], limit: int = 1000) -> list[str]:
-    """The command line without secrets: every -e/--extra-vars value hidden (inline values can hold
-    keys), any NAME=VALUE or --NAME=VALUE with a secret-like name hidden, control characters dropped."""
+    """The command line without secrets: the value of every -e/--extra-vars spelling masked (inline
+    values can hold keys: ``-e``, ``-ve``, ``-e@file``, ``--extra-vars``, and the abbreviations
+    ansible-playbook's parser accepts: ``--extra``, ``--extra-var``, each also as ``--x=VALUE``), any
+    NAME=VALUE or --NAME=VALUE with a secret name (the one rule, secret_names.py) masked; control
+    characters dropped. (ansible-playbook has no option whose next word is a secret: its passwords are
+    prompted for or read from files.)"""
     out: list[str] = []
     hide_next = False
     for arg in argv:
         if hide_next:
-            out.append("<hidden>")
+            out.append(MASK)
             hide_next = False
             continue
-        if arg in ("-e", "--extra-vars"):
-            out.append(arg)
-            hide_next = True
-            continue
-        if arg.startswith("--extra-vars="):
-            out.append("--extra-vars=<hidden>")
-            continue
-        if arg.startswith("-e") and not arg.startswith("--"):  # -e@file, -eNAME=VALUE
-            out.append("-e<hidden>")
-            continue
         name, eq, _ = arg.partition("=")
-        if eq and _SECRET_NAME.search(name):
-            out.append(f"{name}=<hidden>")
+        if arg.startswith("--") and len(name) > 2 and EXTRA_VARS.startswith(name):
+            out.append(f"{name}={MASK}" if eq else arg)
+            hide_next = not eq
+            continue
+        if arg.startswith("-") and not arg.startswith("--") and len(arg) > 1:
+            cluster, hide_next = _short_cluster(arg)
+            if cluster != arg or hide_next:
+                out.append(cluster)
+                continue
+        if eq and is_secret_name(name):
+            out.append(f"{_CONTROL.sub('', name)}={MASK}")
             continue
         out.append(_CONTROL.sub("", arg))
     text_len = 0

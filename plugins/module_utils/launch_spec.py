@@ -35,7 +35,13 @@ from ansible_collections.sglang.deploy.plugins.module_utils.convert import show 
 from ansible_collections.sglang.deploy.plugins.module_utils.convert import unset as _unset
 from ansible_collections.sglang.deploy.plugins.module_utils.convert import valid_host
 from ansible_collections.sglang.deploy.plugins.module_utils.nccl_profile import resolve_profile
-from ansible_collections.sglang.deploy.plugins.module_utils.text_checks import CONTROL
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_argv import describe as _argv_describe
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_argv import parse_errors as _argv_errors
+from ansible_collections.sglang.deploy.plugins.module_utils.text_checks import (
+    CONTROL,
+    DOTDOT_ALLOWED,
+    has_dotdot,
+)
 
 SCHEMA = 1
 API_KEY_ENV = "SGLANG_API_KEY"  # no longer set anywhere; refused in sglang_launch_environment
@@ -47,7 +53,15 @@ CONFIG_ARG = "%d/" + CONFIG_CREDENTIAL
 CONFIG_KEY = "api-key"
 CONFIG_SUFFIXES = (".yaml", ".yml")
 API_KEY_MIN_LEN = 16
+API_KEY_MAX_LEN = 256
 API_KEY_CHARS = "A-Z a-z 0-9 . _ ~ + / = : @ -"
+# The one API key rule (the service's sglang_api_key here, the router's sglang_router_api_key through the
+# Jinja test sglang.deploy.api_key): a key starting with `-` is read by SGLang's argparse as an option
+# (`--api-key -k...` -> "expected one argument") and the server refuses to start.
+API_KEY_ALLOWED = (
+    f"at least {API_KEY_MIN_LEN} characters (at most {API_KEY_MAX_LEN}) of {API_KEY_CHARS}, "
+    "not starting with - (SGLang's parser would take the key for an option)"
+)
 API_KEY_PLACEHOLDER_PREFIX = "CHANGE-ME"  # inventory/example/.../vault.yml.example
 SPEC_V2_ENV = "SGLANG_ENABLE_SPEC_V2"
 LAUNCH_MODULE = "sglang.launch_server"
@@ -63,7 +77,7 @@ PORT_MAX = 65535
 _SAFE_PATH = re.compile(r"/[A-Za-z0-9_@+=:,./-]*")
 _SAFE_PATH_CHARS = "letters, digits and _ @ + = : , . / -"
 _SERVED_NAME = re.compile(r"[A-Za-z0-9_@+=:,./-]+")
-_API_KEY = re.compile(r"[A-Za-z0-9._~+/=:@-]+")
+_API_KEY = re.compile(r"[A-Za-z0-9._~+/=:@][A-Za-z0-9._~+/=:@-]*")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _CONTROL = CONTROL  # the one control-character rule (plugins/module_utils/text_checks.py)
 # Bind addresses that only this host reaches: with authentication off anything else is refused unless
@@ -123,6 +137,9 @@ def _check_path(errors: _Errors, var: str, value: Any, *, required: bool = True)
         return ""
     if not isinstance(value, str) or not _SAFE_PATH.fullmatch(value) or value.rstrip("/") == "":
         errors.bad(var, value, f"an absolute path other than / made of {_SAFE_PATH_CHARS}")
+        return ""
+    if has_dotdot(value):
+        errors.bad(var, value, DOTDOT_ALLOWED)
         return ""
     return value
 
@@ -320,7 +337,7 @@ def _check_key(cfg: Mapping[str, Any], errors: _Errors, required: bool) -> bool:
         if required:
             errors.append(
                 "sglang_api_key is empty or unset (value not printed) while sglang_api_key_required=true: "
-                f"allowed a key of at least {API_KEY_MIN_LEN} characters of {API_KEY_CHARS} (put it in an "
+                f"allowed a key of {API_KEY_ALLOWED} (put it in an "
                 "ansible-vault file, e.g. group_vars/sglang_servers/vault.yml), "
                 "or sglang_api_key_required false"
             )
@@ -328,16 +345,24 @@ def _check_key(cfg: Mapping[str, Any], errors: _Errors, required: bool) -> bool:
     if isinstance(key, str) and key.upper().startswith(API_KEY_PLACEHOLDER_PREFIX):
         errors.append(
             "sglang_api_key (value not printed) is still the placeholder of vault.yml.example: allowed a key "
-            f"of your own, at least {API_KEY_MIN_LEN} characters of {API_KEY_CHARS} "
+            f"of your own, {API_KEY_ALLOWED} "
             "(e.g. `openssl rand -hex 32`)"
         )
-    elif not isinstance(key, str) or len(key) < API_KEY_MIN_LEN or not _API_KEY.fullmatch(key):
+    elif not valid_api_key(key):
         what = "not a string" if not isinstance(key, str) else f"{len(key)} characters"
-        errors.append(
-            f"sglang_api_key (value not printed; {what}) is not valid: allowed at least {API_KEY_MIN_LEN} "
-            f"characters of {API_KEY_CHARS}"
-        )
+        if isinstance(key, str) and key.startswith("-"):
+            what += ", starting with -"
+        errors.append(f"sglang_api_key (value not printed; {what}) is not valid: allowed {API_KEY_ALLOWED}")
     return True
+
+
+def valid_api_key(key: Any) -> bool:
+    """The one API key rule: API_KEY_MIN_LEN to API_KEY_MAX_LEN characters of API_KEY_CHARS, no leading -."""
+    return (
+        isinstance(key, str)
+        and API_KEY_MIN_LEN <= len(key) <= API_KEY_MAX_LEN
+        and _API_KEY.fullmatch(key) is not None
+    )
 
 
 def _check_key_file(cfg: Mapping[str, Any], errors: _Errors) -> None:
@@ -409,6 +434,18 @@ def owned_flag(word: str) -> str | None:
     return FLAG_ALIASES.get(prefixed[0], prefixed[0]) if prefixed else None
 
 
+# SGLang's --admin-api-key: a secret that sglang_extra_args would put on the command line (the process
+# list, the unit, the journal). The spec has no credential path for it (the --config credential holds
+# api-key only), so it is refused; its prefixes count (SGLang's parser resolves `--admin-api` to it).
+ADMIN_KEY_FLAG = "--admin-api-key"
+ADMIN_KEY_MIN_PREFIX = "--admin"
+
+
+def _admin_key_flag(word: str) -> bool:
+    name = word.split("=", 1)[0]
+    return name.startswith(ADMIN_KEY_MIN_PREFIX) and ADMIN_KEY_FLAG.startswith(name)
+
+
 def _check_extra(cfg: Mapping[str, Any], errors: _Errors) -> tuple[list[str], dict[str, str]]:
     extra = cfg.get("extra_args")
     args: list[str] = []
@@ -420,6 +457,13 @@ def _check_extra(cfg: Mapping[str, Any], errors: _Errors) -> tuple[list[str], di
         for word in (str(w) for w in extra):
             if not word or _CONTROL.search(word):
                 errors.bad("sglang_extra_args", word, "non-empty strings without newlines or control chars")
+            elif _admin_key_flag(word):
+                errors.append(
+                    f"sglang_extra_args holds {word.split('=', 1)[0]} (value not printed): not allowed: "
+                    "a key in sglang_extra_args would be on the server's command line (process list, "
+                    "unit file, journal), and the deployment has no credential path for SGLang's admin "
+                    "key (only sglang_api_key travels as a credential, in the --config file): leave it out"
+                )
             elif owned_flag(word) is not None:
                 errors.bad(
                     "sglang_extra_args",
@@ -429,6 +473,10 @@ def _check_extra(cfg: Mapping[str, Any], errors: _Errors) -> tuple[list[str], di
                 )
             else:
                 args.append(word)
+        if len(args) == len(extra):
+            # every word passed the spec's own rules: now SGLang's parser, from its generated flag table
+            for problem in _argv_describe(_argv_errors(args)):
+                errors.append(f"sglang_extra_args {problem}")
     return args, _check_env(cfg, errors)
 
 

@@ -17,17 +17,15 @@ import base64
 import binascii
 import hashlib
 
+BEGIN = "-----BEGIN PGP PUBLIC KEY BLOCK-----"
+END = "-----END PGP PUBLIC KEY BLOCK-----"
 
-def _dearmor(text: str) -> bytes:
-    lines = text.strip().splitlines()
-    try:
-        start = next(i for i, ln in enumerate(lines) if ln.startswith("-----BEGIN PGP PUBLIC KEY BLOCK-----"))
-    except StopIteration:
-        raise ValueError("no '-----BEGIN PGP PUBLIC KEY BLOCK-----' line") from None
+
+def _dearmor_block(lines: list[str]) -> bytes:
     body: list[str] = []
     in_headers = True
-    for line in lines[start + 1 :]:
-        if line.startswith("-----END PGP PUBLIC KEY BLOCK-----"):
+    for line in lines:
+        if line.startswith(END):
             break
         if in_headers:
             if not line.strip():
@@ -45,10 +43,21 @@ def _dearmor(text: str) -> bytes:
         raise ValueError(f"bad base64 in the armored key: {exc}") from None
 
 
-def _packets(data: bytes) -> list[tuple[int, bytes]]:
-    out: list[tuple[int, bytes]] = []
+def _dearmor(text: str) -> bytes:
+    """The packets of every public key block of ``text``, concatenated."""
+    lines = text.strip().splitlines()
+    starts = [i for i, ln in enumerate(lines) if ln.startswith(BEGIN)]
+    if not starts:
+        raise ValueError(f"no '{BEGIN}' line")
+    return b"".join(_dearmor_block(lines[i + 1 :]) for i in starts)
+
+
+def _packets(data: bytes) -> list[tuple[int, bytes, bytes]]:
+    """(tag, body, the packet's bytes as written: header and body) of every packet."""
+    out: list[tuple[int, bytes, bytes]] = []
     i = 0
     while i < len(data):
+        start = i
         head = data[i]
         if not head & 0x80:
             raise ValueError(f"byte {i}: not an OpenPGP packet header")
@@ -72,13 +81,12 @@ def _packets(data: bytes) -> list[tuple[int, bytes]]:
             length, i = int.from_bytes(data[i + 1 : i + 1 + size], "big"), i + 1 + size
         if i + length > len(data):
             raise ValueError("truncated packet")
-        out.append((tag, data[i : i + length]))
+        out.append((tag, data[i : i + length], data[start : i + length]))
         i += length
     return out
 
 
-def fingerprints(key: bytes | str) -> list[str]:
-    """Fingerprints (upper hex) of the primary public keys of an armored or binary OpenPGP key."""
+def _binary(key: bytes | str) -> bytes:
     if isinstance(key, str):
         data = _dearmor(key) if "-----BEGIN PGP" in key else key.encode("latin-1")
     elif b"-----BEGIN PGP" in key:
@@ -87,17 +95,71 @@ def fingerprints(key: bytes | str) -> list[str]:
         data = key
     if not data:
         raise ValueError("empty key")
-    found: list[str] = []
-    for tag, body in _packets(data):
-        if tag != 6 or not body:
-            continue
-        version = body[0]
-        if version == 4:
-            found.append(hashlib.sha1(b"\x99" + len(body).to_bytes(2, "big") + body).hexdigest().upper())
-        elif version == 6:
-            found.append(hashlib.sha256(b"\x9b" + len(body).to_bytes(4, "big") + body).hexdigest().upper())
+    return data
+
+
+def _fingerprint(body: bytes) -> str:
+    version = body[0] if body else 0
+    if version == 4:
+        return hashlib.sha1(b"\x99" + len(body).to_bytes(2, "big") + body).hexdigest().upper()
+    if version == 6:
+        return hashlib.sha256(b"\x9b" + len(body).to_bytes(4, "big") + body).hexdigest().upper()
+    raise ValueError(f"OpenPGP key version {version} is not supported (4 or 6)")
+
+
+def _keys(data: bytes) -> list[tuple[str, bytes]]:
+    """(fingerprint, the transferable public key's packets) of each primary key, in file order."""
+    keys: list[tuple[str, bytearray]] = []
+    try:
+        packets = _packets(data)
+    except IndexError:
+        raise ValueError("truncated packet header") from None
+    for tag, body, raw in packets:
+        if tag == 6:
+            keys.append((_fingerprint(body), bytearray(raw)))
+        elif not keys:
+            raise ValueError(f"packet tag {tag} before the first public key packet")
         else:
-            raise ValueError(f"OpenPGP key version {version} is not supported (4 or 6)")
-    if not found:
+            keys[-1][1].extend(raw)
+    if not keys:
         raise ValueError("no public key packet in the key")
-    return found
+    return [(fpr, bytes(packets)) for fpr, packets in keys]
+
+
+def fingerprints(key: bytes | str) -> list[str]:
+    """Fingerprints (upper hex) of the primary public keys of an armored or binary OpenPGP key."""
+    return [fpr for fpr, _ in _keys(_binary(key))]
+
+
+def _crc24(data: bytes) -> int:
+    crc = 0xB704CE
+    for byte in data:
+        crc ^= byte << 16
+        for _ in range(8):
+            crc <<= 1
+            if crc & 0x1000000:
+                crc ^= 0x1864CFB
+    return crc & 0xFFFFFF
+
+
+def armor(data: bytes) -> str:
+    """``data`` as an ASCII-armored public key block (RFC 4880 6.2: 64-column base64, CRC-24)."""
+    text = base64.b64encode(data).decode("ascii")
+    lines = [text[i : i + 64] for i in range(0, len(text), 64)]
+    crc = base64.b64encode(_crc24(data).to_bytes(3, "big")).decode("ascii")
+    return "\n".join([BEGIN, "", *lines, "=" + crc, END]) + "\n"
+
+
+def export_key(key: bytes | str, fingerprint: str) -> str:
+    """The transferable public key with primary fingerprint ``fingerprint`` alone, ASCII-armored.
+
+    Every other primary key of ``key`` (and its user IDs, signatures and subkeys) is left out. Raises
+    ValueError naming the fingerprints found when none is ``fingerprint`` (compared upper-case,
+    spaces ignored).
+    """
+    want = fingerprint.replace(" ", "").upper()
+    keys = _keys(_binary(key))
+    chosen = [packets for fpr, packets in keys if fpr == want]
+    if not chosen:
+        raise ValueError(f"no key {want} in the key file (fingerprints {', '.join(f for f, _ in keys)})")
+    return armor(b"".join(chosen))

@@ -30,11 +30,14 @@ description:
     on one host cannot interleave. site.yml takes it right after preflight (play
     C(Transaction - take the host lock)) and releases it at the end of the verify play; each stage
     playbook that changes a host does the same when run on its own.
-  - The lock file (JSON, mode 0644, no secrets) names the holder - the run id, the controller's host
-    name, the pid of its C(ansible-playbook), that process' start time, its command line with every
-    C(-e) value and secret-named C(NAME=VALUE) hidden, and when the lock was taken.
+  - The lock file (JSON, mode 0600, no secrets) names the holder - the run id, the controller's host
+    name, the pid of its C(ansible-playbook), that process' start time, its command line with the value
+    of every C(-e)/C(--extra-vars) spelling (C(-ve), C(-e@file), C(--extra), C(--extra-var=...)) and of
+    every secret-named C(NAME=VALUE) masked (the CLI's secret-name rule), and when the lock was taken.
     Every read-modify-write happens under C(flock(2)) of a guard file beside it, and the file is
-    replaced with C(rename(2)).
+    replaced with C(rename(2)). The guard, the temporary file (C(O_CREAT|O_EXCL)) and the record are
+    opened with C(O_NOFOLLOW) - a symbolic link planted in the lock directory is refused, never written
+    through.
   - Held by the same run (same run id) it is kept - re-entrant, so site.yml's stage playbooks can ask
     again. Held by another run the task fails at once, naming the holder (pid, start time, command).
   - A stale lock is taken over with a warning naming the old holder - its controller is this
@@ -75,7 +78,7 @@ options:
       controller: {description: "The controller's host name.", type: str}
       pid: {description: "The pid of the run's ansible-playbook.", type: int}
       pid_start: {description: "That process' start time (seconds since the epoch).", type: float}
-      command: {description: Its command line, C(-e) values and secret-named NAME=VALUE hidden., type: str}
+      command: {description: Its command line, C(-e) values and secret-named NAME=VALUE masked., type: str}
       started_at: {description: When the lock was taken (UTC, ISO 8601)., type: str}
   takeover:
     description: The run id of a holder whose process the action plugin found gone (set by the action plugin).

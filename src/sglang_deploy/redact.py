@@ -2,21 +2,48 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import shlex
+import sys
 import urllib.parse
 from collections.abc import Iterable, Mapping
+from pathlib import Path
+from types import ModuleType
 
-MASK = "********"
+from .paths import repo_root
+
+
+def _load_secret_names() -> ModuleType:
+    """The one secret-name rule, plugins/module_utils/secret_names.py of the checkout this package
+    runs from (plugins cannot import src/, so the rule lives with them; the host lock and the input
+    checks use the same file). The package's own checkout first (the editable install), else the
+    checkout `repo_root` finds."""
+    name = "sglang_deploy._secret_names"
+    if name in sys.modules:
+        return sys.modules[name]
+    relative = Path("plugins", "module_utils", "secret_names.py")
+    path = Path(__file__).resolve().parents[2] / relative
+    if not path.is_file():
+        path = repo_root() / relative
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load the secret-name rule from {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+_RULE = _load_secret_names()
+MASK: str = _RULE.MASK
+# Names of variables/env vars that hold secrets (api keys, tokens, passwords, Ansible's connection and
+# become passwords, vault passwords): the one rule, plugins/module_utils/secret_names.py.
+SECRET_NAME: re.Pattern[str] = _RULE.SECRET_NAME
 # Name parts around the secret word are bounded ({0,64}): an unbounded `[\w.-]*` backtracks
 # quadratically over long word-character runs (hashes, base64 in module output) and took minutes
 # on a real stack-install artifact dir.
-# Names of variables/env vars that hold secrets (api keys, tokens, passwords, vault passwords).
-# "token" but not "tokens": max_new_tokens, num_draft_tokens, output_tokens are counts, not secrets.
-SECRET_NAME = re.compile(
-    r"(api[_-]?key|token(?!s)|secret|passw(or)?d|vault_pass|private[_-]?key|credential)", re.IGNORECASE
-)
 _PATTERNS = (
     # --api-key VALUE / --api-key=VALUE / --token VALUE
     re.compile(
@@ -25,7 +52,9 @@ _PATTERNS = (
     # name=value / name: value / "name": "value" with a secret-looking name (not the last part of a
     # path: "/etc/sglang/api-key.env: missing" names a file, it quotes no secret)
     re.compile(
-        r"""((?<![\w.\-/])["']?[\w.-]{0,64}(?:api[_-]?key|token(?!s)|secret|passw(?:or)?d)[\w.-]{0,64}["']?\s*[:=]\s*["']?)([^\s"',})\]\\]+)""",
+        r"""((?<![\w.\-/])["']?[\w.-]{0,64}(?:"""
+        + _RULE.TEXT_SECRET_WORDS
+        + r""")[\w.-]{0,64}["']?\s*[:=]\s*["']?)([^\s"',})\]\\]+)""",
         re.I,
     ),
     # the key's own character set (A-Z a-z 0-9 . _ ~ + / = : @ -) plus %-escapes: a value with `:` or

@@ -74,7 +74,11 @@ def check_argv(argv: list[str], parser: argparse.ArgumentParser | None = None) -
         with contextlib.redirect_stderr(err):
             parser.parse_args(argv)
     except SystemExit as exc:
-        return f"SGLang's argument parser rejected {argv}: exit {exc.code}: {err.getvalue().strip()}"
+        # argparse prints the whole usage (every server flag) and then one `prog: error: ...` line:
+        # that line is SGLang's own message
+        lines = err.getvalue().strip().splitlines()
+        message = next((ln for ln in reversed(lines) if ": error: " in ln), lines[-1] if lines else "")
+        return f"SGLang's argument parser rejected {argv}: exit {exc.code}: {message}"
     return None
 
 
@@ -183,6 +187,8 @@ def main() -> int:
                 lock_text = fh.read()
         except OSError as exc:
             errors.append(f"lock {spec['lock']}: {exc}")
+    for error in errors:  # the task's stderr: what a failed stack stage shows first (before the JSON)
+        print(f"stack_check: {error}", file=sys.stderr)
     print(
         json.dumps(
             {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 from pathlib import Path
@@ -22,9 +23,25 @@ def test_repo_is_deb822_with_signed_by(host) -> None:
     assert lines["Suites"] == "/"
     key = lines["Signed-By"]
     assert key.startswith("/etc/apt/keyrings/")
-    assert (
-        host.file(key).content_string == host.file("/srv/fake-cuda-repo/fake-nvidia-repo.asc").content_string
-    )
+
+    # Issue 32 item 3: the published file holds the repository's key and an extra one; the keyring
+    # holds the pinned key alone, and gpgv (apt's verifier) refuses a signature by the extra key.
+    def primaries(path: str) -> list[str]:
+        out = host.check_output(f"gpg --batch --with-colons --show-keys {path}")
+        rows = [ln.split(":") for ln in out.splitlines()]
+        return [row[9] for prev, row in itertools.pairwise(rows) if prev[0] == "pub" and row[0] == "fpr"]
+
+    real = host.file("/srv/fake-cuda-repo/fingerprint.txt").content_string.strip()
+    extra = host.file("/srv/fake-cuda-repo/extra-fingerprint.txt").content_string.strip()
+    assert primaries("/srv/fake-cuda-repo/fake-nvidia-repo.asc") == [extra, real]
+    assert primaries(key) == [real]
+    host.check_output(f"gpg --batch --yes --dearmor -o /tmp/keyring.gpg {key}")
+    sig = "/srv/fake-cuda-repo/extra-signed.txt"
+    refused = host.run(f"gpgv --keyring /tmp/keyring.gpg {sig}.sig {sig}")
+    assert refused.rc != 0, refused.stdout + refused.stderr
+    base = "/srv/fake-cuda-repo/Release"
+    accepted = host.run(f"gpgv --keyring /tmp/keyring.gpg {base}.gpg {base}")
+    assert accepted.rc == 0, accepted.stdout + accepted.stderr
     # No other copy of the key is trusted globally.
     assert not host.file("/etc/apt/trusted.gpg").exists
     assert not host.run("grep -rl 127.0.0.1:8808 /etc/apt/sources.list /etc/apt/sources.list.d/*.list").stdout
@@ -146,10 +163,13 @@ def test_a_key_with_another_fingerprint_is_refused_before_any_change(host) -> No
     rc, out = _converge(f"cuda_toolkit_apt_key_fingerprint={wrong}")
     assert rc != 0, out[-3000:]
     real = host.file("/srv/fake-cuda-repo/fingerprint.txt").content_string.strip()
+    extra = host.file("/srv/fake-cuda-repo/extra-fingerprint.txt").content_string.strip()
     assert "the apt repository key http://127.0.0.1:8808/fake-nvidia-repo.asc is not the pinned one" in out, (
         out[-3000:]
     )
-    assert f"fingerprints {real}, allowed cuda_toolkit_apt_key_fingerprint={wrong}" in out, out[-3000:]
+    # the file's two keys, in file order
+    both = f"fingerprints {extra}, {real}"
+    assert f"{both}, allowed cuda_toolkit_apt_key_fingerprint={wrong}" in out, out[-3000:]
     after = host.check_output(
         "cat /etc/apt/sources.list.d/nvidia-cuda.sources /etc/apt/keyrings/nvidia-cuda.asc"
     )
