@@ -29,6 +29,8 @@ from test_validation_strings import LAB_INPUTS
 REPO = Path(__file__).resolve().parents[1]
 PLAYBOOK = REPO / "playbooks" / "preflight.yml"
 SAMPLES = REPO / "tests" / "data" / "nvidia-smi"
+LAB_MODEL = REPO / "src" / "sglang_deploy" / "data" / "lab-model"
+GPU_MODEL = {"sglang_model_path": str(LAB_MODEL / "target"), "sglang_draft_model_path": str(LAB_MODEL / "eagle3")}
 LAB: dict[str, Any] = {
     **LAB_INPUTS,
     # the controller's OS (the GPU cases are no lab mode: the production OS check applies)
@@ -62,9 +64,13 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Any:
     double.chmod(0o755)
     env = local_ansible_env()
 
-    def _run(over: dict[str, Any], *args: str, gpu: bool = False) -> subprocess.CompletedProcess[str]:
-        values = {**LAB, **over}
-        values["preflight_nvidia_smi_candidates"] = [str(double)] if gpu else [str(tmp / "no-nvidia-smi")]
+    def _run(
+        over: dict[str, Any], *args: str, gpu: bool = False, smi: Path | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        # a GPU host checks the model directories for real: the repository's shipped lab model
+        values = {**LAB, **(GPU_MODEL if gpu else {}), **over}
+        values["preflight_nvidia_smi_candidates"] = [str(smi or double)] if gpu else [str(tmp / "no-nvidia-smi")]
+        values.setdefault("preflight_lspci_candidates", [str(tmp / "no-lspci")])
         if gpu:
             values["sglang_gpu_required"] = True
         case = tmp / f"case{len(list(tmp.glob('case*')))}.json"

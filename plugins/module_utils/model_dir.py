@@ -232,12 +232,6 @@ def _check_dir(
     shown = f"{var}={json.dumps(path)}"
     real = str(rep.get("realpath") or path)
     where = f" (real path {real})" if real != path else ""
-    if not rep.get("exists"):
-        errors.append(
-            f"{shown} does not exist on this host: allowed an existing model directory; copy the model there "
-            f"(config.json, tokenizer, weights) or set {var} to where it is"
-        )
-        return
     hidden = _hidden(real)
     if hidden:
         errors.append(
@@ -245,6 +239,12 @@ def _check_dir(
             f"in its sandbox: the server would fail at start-up): allowed a path outside /home, /root, /run/user, "
             f"/tmp and /var/tmp; move the model (or bind-mount it) to e.g. /opt/models or /data/models and set {var}"
         )
+    if not rep.get("exists"):
+        errors.append(
+            f"{shown} does not exist on this host: allowed an existing model directory; copy the model there "
+            f"(config.json, tokenizer, weights) or set {var} to where it is"
+        )
+        return
     for st in rep.get("files", []):
         hidden_file = _hidden(str(st["path"]))
         if hidden_file and not hidden:

@@ -19,6 +19,7 @@ _HEADER = re.compile(
     r"(?:(?P<domain>[0-9a-f]{4}):)?(?P<bus>[0-9a-f]{2}):(?P<dev>[0-9a-f]{2})\.(?P<fn>[0-7])\s+(?P<cls>[^:]+):\s*(?P<desc>.*)"
 )
 _BUSES = re.compile(r"Bus: primary=([0-9a-f]{2}), secondary=([0-9a-f]{2}), subordinate=([0-9a-f]{2})")
+_PROG_IF = re.compile(r"\s*\(prog-if [^)]*\)")
 _FLAG = re.compile(r"([A-Za-z]+)([+-])")
 REDIRECT_FLAGS = ("ReqRedir", "CmpltRedir")
 NVIDIA_GPU_CLASSES = ("VGA compatible controller", "3D controller")
@@ -47,7 +48,7 @@ def parse_lspci(text: str) -> list[Device]:
             if m:
                 devices.append(Device(
                     bdf=line.split()[0], domain=m["domain"] or "0000", bus=int(m["bus"], 16), cls=m["cls"].strip(),
-                    desc=m["desc"].strip(), secondary=-1, subordinate=-1, acs_ctl={}, has_acs=False,
+                    desc=_PROG_IF.sub("", m["desc"]).strip(), secondary=-1, subordinate=-1, acs_ctl={}, has_acs=False,
                     access_denied=False,
                 ))  # fmt: skip
             continue

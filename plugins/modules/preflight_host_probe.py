@@ -19,7 +19,7 @@ name the directory report of module_utils/model_dir.py inspect_dir (exists, real
 architectures/torch_dtype/sizes, tokenizer files, weight files and bytes, index shards missing, mode
 and owner of every directory on the way and of every file the server reads);
 "service_user" (when the spec names it): {"name", "exists", "uid", "gids"};
-"pcie" (when spec.pcie is true): {"lspci": the lspci used ("" when none: pciutils missing), "devices":
+"pcie" (when spec.pcie is true): {"lspci": the first executable of spec.lspci_candidates ("" when none: pciutils missing), "devices":
 the NVIDIA GPUs and PCI bridges of `lspci -vvv` (module_utils/pcie_acs.py parse_lspci), "cmdline":
 /proc/cmdline, "iommu": the entries of /sys/class/iommu}.
 """
@@ -79,6 +79,10 @@ options:
         description: Read C(lspci -vvv), /proc/cmdline and /sys/class/iommu.
         type: bool
         default: false
+      lspci_candidates:
+        description: Where lspci is looked for (first executable wins; none found is reported, not a failure).
+        type: list
+        elements: path
   gather_subset:
     description:
       - Host facts to return in C(ansible_facts) as well.
@@ -100,6 +104,7 @@ EXAMPLES = r"""
       models: {model: /data/models/kimi, draft: /data/eagle3}
       service_user: sglang
       pcie: true
+      lspci_candidates: [/usr/bin/lspci, /usr/sbin/lspci]
     gather_subset: [min]
   register: __probe
 """
@@ -132,12 +137,9 @@ def find_python(name: str) -> str:
     return shutil.which(name, path=os.environ.get("PATH") or os.defpath) or ""
 
 
-LSPCI_CANDIDATES = ("/usr/bin/lspci", "/usr/sbin/lspci", "/sbin/lspci", "/bin/lspci")
-
-
-def read_pcie() -> dict[str, Any]:
+def read_pcie(candidates: list[str]) -> dict[str, Any]:
     """lspci -vvv's GPUs and bridges (None when lspci is missing), /proc/cmdline, /sys/class/iommu."""
-    lspci = next((p for p in LSPCI_CANDIDATES if os.path.isfile(p) and os.access(p, os.X_OK)), "")
+    lspci = next((p for p in candidates if os.path.isfile(p) and os.access(p, os.X_OK)), "")
     devices = None
     if lspci:
         done = subprocess.run([lspci, "-vvv"], capture_output=True, text=True, timeout=60, check=False)
@@ -172,7 +174,7 @@ def probe(spec: dict[str, Any]) -> dict[str, Any]:
     if spec.get("service_user"):
         answers["service_user"] = service_user(str(spec["service_user"]))
     if spec.get("pcie"):
-        answers["pcie"] = read_pcie()
+        answers["pcie"] = read_pcie([str(p) for p in spec.get("lspci_candidates") or []])
     return {
         **answers,
         "nvidia_smi": smi,
