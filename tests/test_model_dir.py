@@ -22,6 +22,7 @@ LAB_MODEL = REPO / "src" / "sglang_deploy" / "data" / "lab-model"
 H200_MIB = 143771  # tests/data/nvidia-smi/h200x1.query-gpu.csv
 RTX_MIB = 97887  # tests/data/nvidia-smi/rtxpro6000x8.query-gpu.csv
 GIB = 1024**3
+EAGLE3 = "LlamaForCausalLMEagle3"
 NOBODY = {"name": "sglang", "exists": False, "uid": -1, "gids": []}
 
 
@@ -29,7 +30,15 @@ def _stat(path: str, mode: int = 0o755, uid: int = 0, gid: int = 0) -> dict[str,
     return {"path": path, "mode": mode, "uid": uid, "gid": gid}
 
 
-def _report(path: str = "/opt/models/m", *, arch: str = "LlamaForCausalLM", size: int = 10 * GIB) -> dict[str, Any]:
+def _weights(
+    files: list[str], size: int, index: str = "", missing: list[str] | None = None
+) -> dict[str, Any]:
+    return {"format": "safetensors", "files": files, "bytes": size, "index": index, "missing": missing or []}
+
+
+def _report(
+    path: str = "/opt/models/m", *, arch: str = "LlamaForCausalLM", size: int = 10 * GIB
+) -> dict[str, Any]:
     """A report as inspect_dir gives it of a fit model directory (root-owned, world-readable)."""
     parts = path.strip("/").split("/")
     dirs = [_stat("/")] + [_stat("/" + "/".join(parts[: i + 1])) for i in range(len(parts))]
@@ -38,7 +47,7 @@ def _report(path: str = "/opt/models/m", *, arch: str = "LlamaForCausalLM", size
         "path": path, "realpath": path, "exists": True, "is_dir": True, "config_present": True,
         "config": {"architectures": [arch], "torch_dtype": "bfloat16"}, "config_error": "",
         "tokenizer": ["tokenizer.json"],
-        "weights": {"format": "safetensors", "files": ["model.safetensors"], "bytes": size, "index": "", "missing": []},
+        "weights": _weights(["model.safetensors"], size),
         "dirs": dirs, "files": [_stat(f"{path}/{f}", 0o644) for f in files],
     }  # fmt: skip
 
@@ -55,7 +64,7 @@ def _decide(
     fraction: float | None = None,
 ) -> Any:
     return md.decide_models(
-        {"model": model or _report(), "draft": draft or _report("/opt/models/d", arch="LlamaForCausalLMEagle3", size=GIB)},
+        {"model": model or _report(), "draft": draft or _report("/opt/models/d", arch=EAGLE3, size=GIB)},
         speculative=speculative, user=user or NOBODY, gpu_count=gpus, gpu_memory_mib=mib, tp_size=tp,
         mem_fraction_static=fraction,
     )  # fmt: skip
@@ -63,8 +72,10 @@ def _decide(
 
 def test_a_fit_model_and_drafter_pass() -> None:
     got = _decide()
-    assert got["errors"] == [] and got["warnings"] == []
-    assert got["weights_bytes"] == 11 * GIB and got["per_gpu_bytes"] == 11 * GIB // 8
+    assert got["errors"] == []
+    assert got["warnings"] == []
+    assert got["weights_bytes"] == 11 * GIB
+    assert got["per_gpu_bytes"] == 11 * GIB // 8
     assert "LlamaForCausalLM bfloat16 11.0 GiB" in got["summary"]
 
 
@@ -84,15 +95,15 @@ def test_missing_directory() -> None:
         ({"weights": {"format": "", "files": [], "bytes": 0, "index": "", "missing": []}}, "has no weights"),
         ({"is_dir": False}, "is not a directory"),
         (
-            {"weights": {"format": "safetensors", "files": ["a.safetensors"], "bytes": 1, "index": "model.safetensors.index.json",
-                         "missing": ["b.safetensors"]}},
+            {"weights": _weights(["a.safetensors"], 1, "model.safetensors.index.json", ["b.safetensors"])},
             "model.safetensors.index.json names 1 file(s) that are missing (b.safetensors)",
         ),
     ],
 )  # fmt: skip
 def test_unfit_model_directory(change: dict[str, Any], needle: str) -> None:
     errors = _decide({**_report(), **change})["errors"]
-    assert len(errors) == 1 and needle in errors[0], errors
+    assert len(errors) == 1, errors
+    assert needle in errors[0], errors
     assert errors[0].startswith('sglang_model_path="/opt/models/m"')
 
 
@@ -113,7 +124,9 @@ def test_drafter_needs_no_tokenizer() -> None:
 )
 def test_paths_the_unit_sandbox_hides(path: str, tree: str, setting: str) -> None:
     (error,) = _decide(_report(path))["errors"]
-    assert error.startswith(f'sglang_model_path="{path}" is under {tree}, which sglang-kimi.service cannot see ({setting}')
+    assert error.startswith(
+        f'sglang_model_path="{path}" is under {tree}, which sglang-kimi.service cannot see ({setting}'
+    )
     assert "move the model (or bind-mount it) to e.g. /opt/models" in error
 
 
@@ -136,8 +149,12 @@ def test_unreadable_by_other_when_the_user_does_not_exist() -> None:
     closed = _report()
     closed["dirs"][2] = _stat("/opt/models", 0o750)
     (error,) = _decide(closed)["errors"]
-    assert "the service user sglang (not created yet: judged as 'other') cannot traverse /opt/models (mode 0750)" in error
-    assert "chmod o+x /opt/models" in error and "sglang_service_user" in error
+    assert (
+        "the service user sglang (not created yet: judged as 'other') cannot traverse /opt/models (mode 0750)"
+        in error
+    )
+    assert "chmod o+x /opt/models" in error
+    assert "sglang_service_user" in error
     private = _report()
     private["files"][2] = _stat("/opt/models/m/model.safetensors", 0o600)
     (error,) = _decide(private)["errors"]
@@ -166,7 +183,10 @@ def test_group_and_owner_of_an_existing_user() -> None:
 def test_too_large_for_the_gpus() -> None:
     # Kimi-K2-class: 1030 GiB of weights on 8 x RTX PRO 6000 (97887 MiB) with fraction 0.85
     (error,) = _decide(_report(size=1030 * GIB), mib=RTX_MIB, fraction=0.85)["errors"]
-    assert "the model's and the drafter's weights take 128.9 GiB per GPU (1031.0 GiB / sglang_tp_size=8)" in error
+    assert (
+        "the model's and the drafter's weights take 128.9 GiB per GPU (1031.0 GiB / sglang_tp_size=8)"
+        in error
+    )
     assert "static budget is 81.3 GiB per GPU (97887 MiB x sglang_mem_fraction_static=0.85)" in error
     assert "raise sglang_tp_size" in error
 
@@ -189,8 +209,11 @@ def test_no_gpu_skips_the_size_rule() -> None:
 def test_drafter_with_a_non_eagle3_architecture() -> None:
     draft = _report("/opt/models/d", arch="LlamaForCausalLM")
     (error,) = _decide(draft=draft)["errors"]
-    assert error.startswith('sglang_draft_model_path="/opt/models/d": config.json architectures=["LlamaForCausalLM"]')
-    assert "allowed LlamaForCausalLMEagle3" in error and "sglang_preset=baseline" in error
+    assert error.startswith(
+        'sglang_draft_model_path="/opt/models/d": config.json architectures=["LlamaForCausalLM"]'
+    )
+    assert "allowed LlamaForCausalLMEagle3" in error
+    assert "sglang_preset=baseline" in error
 
 
 def test_baseline_ignores_the_drafter() -> None:
@@ -212,22 +235,39 @@ def _copy_lab(tmp_path: Path, name: str = "target") -> Path:
 
 def test_inspect_the_shipped_lab_model(tmp_path: Path) -> None:
     target = md.inspect_dir(str(_copy_lab(tmp_path)))
-    assert target["exists"] and target["is_dir"] and target["config_present"]
+    assert target["exists"]
+    assert target["is_dir"]
+    assert target["config_present"]
     assert target["config"]["architectures"] == ["LlamaForCausalLM"]
     assert target["config"]["torch_dtype"] == "bfloat16"
     assert target["tokenizer"] == ["tokenizer.json", "tokenizer_config.json"]
     size = (LAB_MODEL / "target" / "model.safetensors").stat().st_size
-    assert target["weights"] == {"format": "safetensors", "files": ["model.safetensors"], "bytes": size, "index": "", "missing": []}
-    assert [d["path"] for d in target["dirs"]][0] == "/" and target["dirs"][-1]["path"] == str(tmp_path / "target")
-    assert {Path(f["path"]).name for f in target["files"]} == {"config.json", "tokenizer.json", "tokenizer_config.json", "model.safetensors"}
+    assert target["weights"] == {
+        "format": "safetensors",
+        "files": ["model.safetensors"],
+        "bytes": size,
+        "index": "",
+        "missing": [],
+    }
+    assert target["dirs"][0]["path"] == "/"
+    assert target["dirs"][-1]["path"] == str(tmp_path / "target")
+    assert {Path(f["path"]).name for f in target["files"]} == {
+        "config.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "model.safetensors",
+    }
     draft = md.inspect_dir(str(_copy_lab(tmp_path, "eagle3")))
-    assert draft["config"]["architectures"] == ["LlamaForCausalLMEagle3"] and draft["tokenizer"] == []
+    assert draft["config"]["architectures"] == ["LlamaForCausalLMEagle3"]
+    assert draft["tokenizer"] == []
     # on the real directories the decider passes all but the /tmp rule (pytest's tmp_path is in /tmp;
     # root as the service user: pytest's own /tmp/pytest-of-<user> is 0700)
     root = md.service_user("root")
     got = md.decide_models({"model": target, "draft": draft}, speculative=True, user=root, gpu_count=1,
                            gpu_memory_mib=H200_MIB, tp_size=1)  # fmt: skip
-    assert all("is under /tmp, which sglang-kimi.service cannot see (PrivateTmp=yes" in e for e in got["errors"])
+    assert all(
+        "is under /tmp, which sglang-kimi.service cannot see (PrivateTmp=yes" in e for e in got["errors"]
+    )
     assert len(got["errors"]) == 2
 
 
@@ -242,10 +282,13 @@ def test_inspect_missing_and_unfit(tmp_path: Path) -> None:
     (bad / "config.json").write_text("{not json")
     (bad / "pytorch_model-00001-of-00002.bin").write_bytes(b"\0" * 10)
     (bad / "pytorch_model.bin.index.json").write_text(
-        json.dumps({"weight_map": {"a": "pytorch_model-00001-of-00002.bin", "b": "pytorch_model-00002-of-00002.bin"}})
+        json.dumps(
+            {"weight_map": {"a": "pytorch_model-00001-of-00002.bin", "b": "pytorch_model-00002-of-00002.bin"}}
+        )
     )
     got = md.inspect_dir(str(bad))
-    assert got["config_present"] and got["config_error"]
+    assert got["config_present"]
+    assert got["config_error"]
     assert got["tokenizer"] == []
     assert got["weights"] == {
         "format": "bin", "files": ["pytorch_model-00001-of-00002.bin"], "bytes": 10,
@@ -265,25 +308,37 @@ def test_inspect_follows_symlinks_and_reads_modes(tmp_path: Path) -> None:
     link = tmp_path / "link"
     link.symlink_to(real)
     got = md.inspect_dir(str(link))
-    assert got["path"] == str(link) and got["realpath"] == str(real)
+    assert got["path"] == str(link)
+    assert got["realpath"] == str(real)
     modes = {f["path"]: f["mode"] for f in got["files"]}
     assert modes[str(real / "model.safetensors")] == 0o600
     assert str(blobs / "0f3a") in modes  # the symlinked file by its real path
     assert {d["path"]: d["mode"] for d in got["dirs"]}[str(blobs)] == 0o700
     # judged inside tmp_path only (pytest's own /tmp/pytest-of-<user> above it is 0700)
     got["dirs"] = [d for d in got["dirs"] if d["path"].startswith(str(tmp_path))]
-    errors = md.decide_models({"model": got}, speculative=False, user=NOBODY, gpu_count=0, gpu_memory_mib=0, tp_size=1)["errors"]
+    errors = md.decide_models(
+        {"model": got}, speculative=False, user=NOBODY, gpu_count=0, gpu_memory_mib=0, tp_size=1
+    )["errors"]
     assert errors[0].startswith(f'sglang_model_path="{link}" (real path {real}) is under /tmp')
     assert f"cannot traverse {blobs} (mode 0700)" in errors[1], errors
     got["dirs"] = [d for d in got["dirs"] if d["path"] != str(blobs)]
-    errors = md.decide_models({"model": got}, speculative=False, user=NOBODY, gpu_count=0, gpu_memory_mib=0, tp_size=1)["errors"]
+    errors = md.decide_models(
+        {"model": got}, speculative=False, user=NOBODY, gpu_count=0, gpu_memory_mib=0, tp_size=1
+    )["errors"]
     assert f"cannot read {real / 'model.safetensors'} (mode 0600)" in errors[1], errors
 
 
 def test_service_user_lookup() -> None:
     root = md.service_user("root")
-    assert root["exists"] and root["uid"] == 0 and 0 in root["gids"]
-    assert md.service_user("sglang-none-such") == {"name": "sglang-none-such", "exists": False, "uid": -1, "gids": []}
+    assert root["exists"]
+    assert root["uid"] == 0
+    assert 0 in root["gids"]
+    assert md.service_user("sglang-none-such") == {
+        "name": "sglang-none-such",
+        "exists": False,
+        "uid": -1,
+        "gids": [],
+    }
 
 
 def test_inspect_is_read_only(tmp_path: Path) -> None:

@@ -160,8 +160,9 @@ def inputs(preset: str, *, api_key_required: bool = True) -> dict[str, Any]:
             "pcie_p2p": {
                 "checked": True,
                 "issues": [
-                    "ACS redirects P2P to the root complex on 1 bridge(s) above the GPUs: 16:00.0 (Broadcom / LSI "
-                    "PEX890xx PCIe Gen 5 Switch (rev b0)): ACSCtl ReqRedir+ CmpltRedir+"
+                    "ACS redirects P2P to the root complex on 1 bridge(s) above the GPUs: "
+                    "16:00.0 (Broadcom / LSI PEX890xx PCIe Gen 5 Switch (rev b0)): "
+                    "ACSCtl ReqRedir+ CmpltRedir+"
                 ],
                 "iommu": {"enabled": False, "passthrough": False, "cmdline": []},
             },
@@ -385,9 +386,19 @@ def test_nccl_autotune_table_when_the_host_has_a_record() -> None:
 
 def test_pcie_p2p_row() -> None:
     data = inputs("production")
-    assert "| PCIe P2P path (preflight: ACS, IOMMU) | ACS redirects P2P to the root complex on 1 bridge(s)" in render(data)
-    data["facts"]["pcie_p2p"] = {"checked": True, "issues": [], "iommu": {"enabled": True, "passthrough": True}}
-    assert "| PCIe P2P path (preflight: ACS, IOMMU) | no ACS redirect on the bridges above the GPUs; IOMMU passthrough |" in render(data)
+    assert (
+        "| PCIe P2P path (preflight: ACS, IOMMU) | ACS redirects P2P to the root complex on 1 bridge(s)"
+        in render(data)
+    )
+    data["facts"]["pcie_p2p"] = {
+        "checked": True,
+        "issues": [],
+        "iommu": {"enabled": True, "passthrough": True},
+    }
+    assert (
+        "| PCIe P2P path (preflight: ACS, IOMMU) | no ACS redirect on the bridges above the GPUs; "
+        "IOMMU passthrough |" in render(data)
+    )
     data["facts"]["pcie_p2p"] = {"checked": False, "issues": ["x"]}
     assert "PCIe P2P path" not in render(data)
     del data["facts"]["pcie_p2p"]

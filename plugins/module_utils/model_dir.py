@@ -153,17 +153,19 @@ def inspect_dir(path: str) -> DirReport:
     used = ["config.json"] * report["config_present"] + report["tokenizer"] + report["weights"]["files"]
     if report["weights"]["index"]:
         used.append(report["weights"]["index"])
-    files = []
+    files: list[Stat] = []
     seen = {d["path"] for d in report["dirs"]}
     for name in used:
         full = posixpath.join(path, name)
         target = os.path.realpath(full)
-        files.append({**_stat(full), "path": target})
+        st = _stat(full)
+        st["path"] = target
+        files.append(st)
         for parent in _ancestors(posixpath.dirname(target)):  # a symlinked file (HF cache blobs)
             if parent not in seen and os.path.exists(parent):
                 seen.add(parent)
                 report["dirs"].append(_stat(parent))
-    report["files"] = [Stat(**f) for f in files]
+    report["files"] = files
     return report
 
 
@@ -225,83 +227,124 @@ def mem_fraction_auto(gpu_mib: int, tp_size: int, speculative: bool) -> float:
     return round((gpu_mib - reserved) / gpu_mib, 3)
 
 
-def _check_dir(
-    var: str, rep: Mapping[str, Any], user: Mapping[str, Any], *, tokenizer: bool, errors: list[str]
-) -> None:
+OUTSIDE = "outside /home, /root, /run/user, /tmp and /var/tmp"
+FIX_ACCESS = "or chgrp it to a group of the service user, or set sglang_service_user"
+
+
+def _check_sandbox(shown: str, var: str, rep: Mapping[str, Any], errors: list[str]) -> None:
+    """The directory's and its files' real paths against the unit's ProtectHome/PrivateTmp."""
     path = str(rep.get("path", ""))
-    shown = f"{var}={json.dumps(path)}"
     real = str(rep.get("realpath") or path)
     where = f" (real path {real})" if real != path else ""
     hidden = _hidden(real)
     if hidden:
         errors.append(
-            f"{shown}{where} is under {hidden[0]}, which {UNIT} cannot see ({hidden[1]} "
-            f"in its sandbox: the server would fail at start-up): allowed a path outside /home, /root, /run/user, "
-            f"/tmp and /var/tmp; move the model (or bind-mount it) to e.g. /opt/models or /data/models and set {var}"
-        )
-    if not rep.get("exists"):
-        errors.append(
-            f"{shown} does not exist on this host: allowed an existing model directory; copy the model there "
-            f"(config.json, tokenizer, weights) or set {var} to where it is"
+            f"{shown}{where} is under {hidden[0]}, which {UNIT} cannot see ({hidden[1]} in its sandbox: "
+            f"the server would fail at start-up): allowed a path {OUTSIDE}; move the model (or bind-mount "
+            f"it) to e.g. /opt/models or /data/models and set {var}"
         )
         return
     for st in rep.get("files", []):
-        hidden_file = _hidden(str(st["path"]))
-        if hidden_file and not hidden:
+        hidden = _hidden(str(st["path"]))
+        if hidden:
             errors.append(
-                f"{shown} holds {st['path']} (through a symlink) under {hidden_file[0]}, which {UNIT} cannot see "
-                f"({hidden_file[1]}): "
-                f"allowed files outside /home, /root, /run/user, /tmp and /var/tmp; copy the files into {real}"
+                f"{shown} holds {st['path']} (through a symlink) under {hidden[0]}, which {UNIT} cannot "
+                f"see ({hidden[1]}): allowed files {OUTSIDE}; copy the files into {real}"
             )
-            break
-    if not rep.get("is_dir"):
-        errors.append(f"{shown}{where} is not a directory: allowed a model directory (config.json, tokenizer, weights)")
-        return
+            return
+
+
+def _check_contents(shown: str, rep: Mapping[str, Any], *, tokenizer: bool, errors: list[str]) -> None:
+    """config.json, tokenizer (target only), weights and the shards an index names."""
     if not rep.get("config_present"):
         errors.append(
-            f"{shown}{where} has no config.json: allowed a Hugging Face model directory; copy the whole model "
+            f"{shown} has no config.json: allowed a Hugging Face model directory; copy the whole model "
             f"(config.json beside the weights)"
         )
     elif rep.get("config_error"):
-        errors.append(f"{shown}: config.json is not valid JSON ({rep['config_error']}): fix or re-download it")
+        errors.append(
+            f"{shown}: config.json is not valid JSON ({rep['config_error']}): fix or re-download it"
+        )
     if tokenizer and not rep.get("tokenizer"):
         errors.append(
-            f"{shown}{where} has no tokenizer: allowed tokenizer.json, tokenizer.model, tiktoken.model + "
-            f"tokenizer_config.json, or tokenizer_config.json + vocab.json/vocab.txt; copy the model's tokenizer files"
+            f"{shown} has no tokenizer: allowed tokenizer.json, tokenizer.model, tiktoken.model + "
+            f"tokenizer_config.json, or tokenizer_config.json + vocab.json/vocab.txt; copy the model's "
+            f"tokenizer files"
         )
     weights = rep.get("weights") or {}
     if not weights.get("files"):
         errors.append(
-            f"{shown}{where} has no weights: allowed *.safetensors (or *.bin) files; copy the model's weight files"
+            f"{shown} has no weights: allowed *.safetensors (or *.bin) files; copy the weight files"
         )
     elif weights.get("missing"):
         missing = list(weights["missing"])
+        more = ", ..." if len(missing) > 3 else ""
         errors.append(
             f"{shown}: {weights['index']} names {len(missing)} file(s) that are missing "
-            f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}): finish copying the model"
+            f"({', '.join(missing[:3])}{more}): finish copying the model"
         )
-    who = (
-        f"the service user {user['name']}" if user.get("exists")
-        else f"the service user {user.get('name', '')} (not created yet: judged as 'other')"
-    )  # fmt: skip
+
+
+def _check_access(shown: str, rep: Mapping[str, Any], user: Mapping[str, Any], errors: list[str]) -> None:
+    """x on every directory on the way, r+x on the model directory, r on every file read."""
+    real = str(rep.get("realpath") or rep.get("path", ""))
+    name = user.get("name", "")
+    who = f"the service user {name}" + ("" if user.get("exists") else " (not created yet: judged as 'other')")
     for st in rep.get("dirs", []):
         inside = str(st["path"]) == real
-        bits = 5 if inside else 1
-        if not _can(user, st, bits):
+        if not _can(user, st, 5 if inside else 1):
+            verb, need, chmod = ("list", "r+x", "rx") if inside else ("traverse", "x", "x")
             errors.append(
-                f"{shown}: {who} cannot {'list' if inside else 'traverse'} {st['path']} (mode "
-                f"{int(st['mode']):04o}): allowed {'r+x' if inside else 'x'} for it; "
-                f"chmod o+{'rx' if inside else 'x'} {st['path']} (or chgrp it to a group of the service user, "
-                f"or set sglang_service_user)"
+                f"{shown}: {who} cannot {verb} {st['path']} (mode {int(st['mode']):04o}): allowed {need} "
+                f"for it; chmod o+{chmod} {st['path']} ({FIX_ACCESS})"
             )
             return
     for st in rep.get("files", []):
         if not _can(user, st, 4):
             errors.append(
                 f"{shown}: {who} cannot read {st['path']} (mode {int(st['mode']):04o}): "
-                f"chmod -R o+r {real} (or chgrp it to a group of the service user, or set sglang_service_user)"
+                f"chmod -R o+r {real} ({FIX_ACCESS})"
             )
             return
+
+
+def _check_dir(
+    var: str, rep: Mapping[str, Any], user: Mapping[str, Any], *, tokenizer: bool, errors: list[str]
+) -> None:
+    path = str(rep.get("path", ""))
+    real = str(rep.get("realpath") or path)
+    shown = f"{var}={json.dumps(path)}"
+    _check_sandbox(shown, var, rep, errors)
+    if not rep.get("exists"):
+        errors.append(
+            f"{shown} does not exist on this host: allowed an existing model directory; copy the model "
+            f"there (config.json, tokenizer, weights) or set {var} to where it is"
+        )
+        return
+    located = shown + (f" (real path {real})" if real != path else "")
+    if not rep.get("is_dir"):
+        errors.append(
+            f"{located} is not a directory: allowed a model directory (config.json, tokenizer, weights)"
+        )
+        return
+    _check_contents(located, rep, tokenizer=tokenizer, errors=errors)
+    _check_access(shown, rep, user, errors)
+
+
+def _check_drafter(draft: Mapping[str, Any], errors: list[str]) -> None:
+    archs = (draft.get("config") or {}).get("architectures") or []
+    if not draft.get("config_present") or draft.get("config_error") or set(archs) & set(EAGLE3_ARCHITECTURES):
+        return
+    errors.append(
+        f"sglang_draft_model_path={json.dumps(str(draft.get('path', '')))}: config.json architectures="
+        f"{json.dumps(archs)} names no EAGLE-3 draft model: allowed {', '.join(EAGLE3_ARCHITECTURES)} "
+        f"(SGLang 0.5.9's EAGLE-3 drafter); point it at an EAGLE-3 drafter of this model, or use "
+        f"sglang_preset=baseline"
+    )
+
+
+def _gib(n: float) -> str:
+    return f"{n / MIB / 1024:.1f} GiB"
 
 
 def decide_models(
@@ -328,45 +371,37 @@ def decide_models(
     _check_dir("sglang_model_path", target, user, tokenizer=True, errors=errors)
     if speculative:
         _check_dir("sglang_draft_model_path", draft, user, tokenizer=False, errors=errors)
-        archs = (draft.get("config") or {}).get("architectures") or []
-        if draft.get("config_present") and not draft.get("config_error") and not set(archs) & set(EAGLE3_ARCHITECTURES):
-            errors.append(
-                f"sglang_draft_model_path={json.dumps(str(draft.get('path', '')))}: config.json architectures="
-                f"{json.dumps(archs)} names no EAGLE-3 draft model: allowed {', '.join(EAGLE3_ARCHITECTURES)} "
-                f"(SGLang 0.5.9's EAGLE-3 drafter); point it at an EAGLE-3 drafter of this model, or use "
-                f"sglang_preset=baseline"
-            )
+        _check_drafter(draft, errors)
     total = int((target.get("weights") or {}).get("bytes", 0))
     if speculative:
         total += int((draft.get("weights") or {}).get("bytes", 0))
     tp = max(int(tp_size), 1)
     per_gpu = total // tp
-    fraction = (
-        float(mem_fraction_static) if mem_fraction_static not in (None, "", "None")  # type: ignore[arg-type]
-        else (mem_fraction_auto(gpu_memory_mib, tp, speculative) if gpu_memory_mib > 0 else 0.0)
-    )  # fmt: skip
+    given = mem_fraction_static not in (None, "", "None")
+    if given:
+        fraction = float(mem_fraction_static)  # type: ignore[arg-type]
+        frac_src = f"sglang_mem_fraction_static={fraction}"
+    else:
+        fraction = mem_fraction_auto(gpu_memory_mib, tp, speculative) if gpu_memory_mib > 0 else 0.0
+        frac_src = f"SGLang's own fraction (at most {fraction} with sglang_mem_fraction_static=null)"
     budget = int(gpu_memory_mib * MIB * fraction)
     what = "the model's and the drafter's weights" if speculative else "the model's weights"
-    frac_src = (
-        f"sglang_mem_fraction_static={fraction}" if mem_fraction_static not in (None, "", "None")
-        else f"SGLang's own fraction (at most {fraction} with sglang_mem_fraction_static=null)"
-    )  # fmt: skip
     if gpu_count > 0 and total > 0 and gpu_memory_mib > 0:
         rule = (
-            f"{what} take {per_gpu / MIB / 1024:.1f} GiB per GPU ({total / MIB / 1024:.1f} GiB / "
-            f"sglang_tp_size={tp}); the static budget is {budget / MIB / 1024:.1f} GiB per GPU "
-            f"({gpu_memory_mib} MiB x {frac_src})"
+            f"{what} take {_gib(per_gpu)} per GPU ({_gib(total)} / sglang_tp_size={tp}); the static budget "
+            f"is {_gib(budget)} per GPU ({gpu_memory_mib} MiB x {frac_src})"
         )
         if per_gpu > budget:
             errors.append(
                 f"{rule}: they do not fit; allowed weights / tp <= GPU memory x mem fraction: raise "
-                f"sglang_tp_size (more GPUs), use a smaller or quantized model, or raise sglang_mem_fraction_static"
+                f"sglang_tp_size (more GPUs), use a smaller or quantized model, or raise "
+                f"sglang_mem_fraction_static"
             )
         elif budget - per_gpu < KV_ROOM_WARN * budget:
             warnings.append(
-                f"WARNING: {rule}: only {(budget - per_gpu) / MIB / 1024:.1f} GiB "
-                f"({(budget - per_gpu) * 100 / budget:.0f} % < {KV_ROOM_WARN:.0%}) is left for the KV cache; "
-                f"expect few concurrent requests (raise sglang_tp_size or sglang_mem_fraction_static)"
+                f"WARNING: {rule}: only {_gib(budget - per_gpu)} ({(budget - per_gpu) * 100 / budget:.0f} % "
+                f"< {KV_ROOM_WARN:.0%}) is left for the KV cache; expect few concurrent requests (raise "
+                f"sglang_tp_size or sglang_mem_fraction_static)"
             )
     config = target.get("config") or {}
     summary = (

@@ -46,11 +46,20 @@ def parse_lspci(text: str) -> list[Device]:
         if line and not line[0].isspace():
             m = _HEADER.match(line)
             if m:
-                devices.append(Device(
-                    bdf=line.split()[0], domain=m["domain"] or "0000", bus=int(m["bus"], 16), cls=m["cls"].strip(),
-                    desc=_PROG_IF.sub("", m["desc"]).strip(), secondary=-1, subordinate=-1, acs_ctl={}, has_acs=False,
-                    access_denied=False,
-                ))  # fmt: skip
+                devices.append(
+                    Device(
+                        bdf=line.split()[0],
+                        domain=m["domain"] or "0000",
+                        bus=int(m["bus"], 16),
+                        cls=m["cls"].strip(),
+                        desc=_PROG_IF.sub("", m["desc"]).strip(),
+                        secondary=-1,
+                        subordinate=-1,
+                        acs_ctl={},
+                        has_acs=False,
+                        access_denied=False,
+                    )
+                )
             continue
         if not devices:
             continue
@@ -89,7 +98,7 @@ class PcieFinding(TypedDict):
 
 
 FIX = (
-    "in the BIOS disable ACS (or PCIe ACS/\"IOMMU\" for the GPU slots) and the IOMMU, or boot with "
+    'in the BIOS disable ACS (or PCIe ACS/"IOMMU" for the GPU slots) and the IOMMU, or boot with '
     "pci=noacs / iommu=pt; at run time `setpci -s <bdf> ECAP_ACS+6.w=0000` on each listed bridge (as root, "
     "until the next boot)"
 )
@@ -117,10 +126,11 @@ def decide_pcie(
     no ``iommu=pt`` on the kernel command line)."""
     args = cmdline.split()
     passthrough = "iommu=pt" in args or any(a in ("intel_iommu=pt", "amd_iommu=pt") for a in args)
-    iommu = {
+    relevant_args = [a for a in args if "iommu" in a or a.startswith("pci=")]
+    iommu: dict[str, Any] = {
         "enabled": len(iommu_entries) > 0,
         "passthrough": passthrough,
-        "cmdline": [a for a in args if "iommu" in a or a.startswith("pci=")],
+        "cmdline": relevant_args,
     }
     finding = PcieFinding(
         checked=False, reason="", lspci=devices is not None, gpus=[], acs_redirect=[], acs_unreadable=False,
@@ -136,8 +146,9 @@ def decide_pcie(
     finding["reason"] = "NCCL_P2P_LEVEL=SYS (PCIe profile) on a host of several GPUs"
     if iommu["enabled"] and not passthrough:
         finding["issues"].append(
-            f"the IOMMU translates DMA (/sys/class/iommu lists {', '.join(iommu_entries)}; kernel command line "
-            f"{' '.join(iommu['cmdline']) or 'without iommu= options'}, no iommu=pt): GPU P2P goes through it"
+            f"the IOMMU translates DMA (/sys/class/iommu lists {', '.join(iommu_entries)}; kernel command "
+            f"line {' '.join(relevant_args) or 'without iommu= options'}, no iommu=pt): GPU P2P goes "
+            f"through it"
         )
     if devices is None:
         finding["issues"].append("lspci is missing (install pciutils): ACS on the PCIe bridges was not read")
@@ -152,11 +163,13 @@ def decide_pcie(
             finding["acs_redirect"].append(f"{bridge['bdf']} ({bridge['desc']}): ACSCtl {' '.join(redirect)}")
     if finding["acs_redirect"]:
         finding["issues"].append(
-            f"ACS redirects P2P to the root complex on {len(finding['acs_redirect'])} bridge(s) above the GPUs: "
-            + "; ".join(finding["acs_redirect"])
+            f"ACS redirects P2P to the root complex on {len(finding['acs_redirect'])} bridge(s) above the "
+            f"GPUs: {'; '.join(finding['acs_redirect'])}"
         )
     if finding["acs_unreadable"]:
-        finding["issues"].append("lspci could not read the bridges' capabilities (<access denied>: run as root)")
+        finding["issues"].append(
+            "lspci could not read the bridges' capabilities (<access denied>: run as root)"
+        )
     return finding
 
 

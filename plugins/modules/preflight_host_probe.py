@@ -19,7 +19,8 @@ name the directory report of module_utils/model_dir.py inspect_dir (exists, real
 architectures/torch_dtype/sizes, tokenizer files, weight files and bytes, index shards missing, mode
 and owner of every directory on the way and of every file the server reads);
 "service_user" (when the spec names it): {"name", "exists", "uid", "gids"};
-"pcie" (when spec.pcie is true): {"lspci": the first executable of spec.lspci_candidates ("" when none: pciutils missing), "devices":
+"pcie" (when spec.pcie is true): {"lspci": the first executable of spec.lspci_candidates ("" when
+none: pciutils missing), "devices":
 the NVIDIA GPUs and PCI bridges of `lspci -vvv` (module_utils/pcie_acs.py parse_lspci), "cmdline":
 /proc/cmdline, "iommu": the entries of /sys/class/iommu}.
 """

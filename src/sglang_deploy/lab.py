@@ -173,7 +173,10 @@ class Lab:
                 if self.install_model(container, log):
                     log(f"lab {self.name} already running (systemd {state})")
                 else:
-                    log(f"lab {self.name} already running (systemd {state}), its model up to date: nothing to do")
+                    log(
+                        f"lab {self.name} already running (systemd {state}), its model up to date: "
+                        "nothing to do"
+                    )
                 return self.status()
         if container is not None:
             if container.status == "running":
@@ -202,7 +205,10 @@ class Lab:
                 if file.is_file():
                     digest = hashlib.sha256(file.read_bytes()).hexdigest()
                     wanted.append(f"{digest} 644 0:0 /opt/{dest}/{file.name}")
-        script = 'for f in "$@"; do printf "%s %s %s\\n" "$(sha256sum < "$f" | cut -d" " -f1)" "$(stat -c "%a %u:%g" "$f")" "$f"; done'
+        script = (
+            'for f in "$@"; do printf "%s %s %s\\n" "$(sha256sum < "$f" | cut -d" " -f1)" '
+            '"$(stat -c "%a %u:%g" "$f")" "$f"; done'
+        )
         paths = [line.split(" ", 3)[3] for line in wanted]
         found = container.exec_run(["sh", "-c", script, "sh", *paths])
         output = found.output if isinstance(found.output, bytes) else b""
