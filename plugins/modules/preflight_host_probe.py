@@ -71,8 +71,11 @@ options:
         description: An interpreter name or path to resolve (the release venv's interpreter).
         type: str
       models:
-        description: Name -> model directory to inspect (model, draft); an empty path is reported as missing.
+        description: The model directories to inspect; an empty path is reported as missing.
         type: dict
+        suboptions:
+          model: {description: The target model directory (sglang_model_path)., type: str}
+          draft: {description: The drafter's directory (sglang_draft_model_path)., type: str}
       service_user:
         description: The user the server runs as (whether it exists, its uid and groups).
         type: str
