@@ -60,7 +60,7 @@ def test_the_shipped_lab_model_passes_on_a_gpu_host(run: Any) -> None:
     proc = run({}, gpu=True)
     out = _out(proc)
     assert proc.returncode == 0, out[-3000:]
-    assert "model LlamaForCausalLM bfloat16 0.0 GiB of weights" in out
+    assert "model LlamaForCausalLM bfloat16 0.57 MiB of weights" in out
     assert "WARNING" not in out
 
 
@@ -117,9 +117,10 @@ def test_a_model_too_large_for_the_gpus_is_refused(run: Any, tmp_path: Path) -> 
     proc = run({"sglang_mem_fraction_static": 0.5}, gpu=True, smi=_smi(tmp_path, query))
     out = _out(proc)
     assert proc.returncode == 2, out[-3000:]
-    assert "GiB per GPU (0.0 GiB / sglang_tp_size=1); the static budget is 0.0 GiB per GPU" in out, out[
-        -3000:
-    ]
+    assert (
+        "weights take 0.57 MiB per GPU (0.57 MiB / sglang_tp_size=1); the static budget is 0.50 MiB per GPU"
+        in out
+    ), out[-3000:]
     assert "(1 MiB x sglang_mem_fraction_static=0.5): they do not fit" in out
     assert _recap(out)["changed"] == 0
 

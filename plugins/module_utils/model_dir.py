@@ -344,7 +344,8 @@ def _check_drafter(draft: Mapping[str, Any], errors: list[str]) -> None:
 
 
 def _gib(n: float) -> str:
-    return f"{n / MIB / 1024:.1f} GiB"
+    """Bytes in GiB, or in MiB below 1 GiB (the lab's model)."""
+    return f"{n / MIB / 1024:.1f} GiB" if abs(n) >= MIB * 1024 else f"{n / MIB:.2f} MiB"
 
 
 def decide_models(
@@ -406,7 +407,7 @@ def decide_models(
     config = target.get("config") or {}
     summary = (
         f"model {', '.join(config.get('architectures') or ['?'])} {config.get('torch_dtype', '?')} "
-        f"{total / MIB / 1024:.1f} GiB of weights"
+        f"{_gib(total)} of weights"
     )
     return Decision(
         errors=errors, warnings=warnings, weights_bytes=total, per_gpu_bytes=per_gpu, budget_bytes=budget,
