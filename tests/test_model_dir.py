@@ -351,3 +351,17 @@ def test_inspect_is_read_only(tmp_path: Path) -> None:
 
 def test_eagle3_architectures_are_sglang_0_5_9s() -> None:
     assert copy.copy(md.EAGLE3_ARCHITECTURES) == ("LlamaForCausalLMEagle3",)
+
+
+def test_preflight_judges_the_service_roles_user() -> None:
+    """preflight runs before sglang_service's defaults are loaded: its fallback for
+    sglang_service_user (roles/preflight/vars/main.yml) must be that role's default."""
+    import yaml  # noqa: PLC0415
+
+    default = yaml.safe_load((REPO / "roles/sglang_service/defaults/main.yml").read_text())[
+        "sglang_service_user"
+    ]
+    fallback = yaml.safe_load((REPO / "roles/preflight/vars/main.yml").read_text())[
+        "__preflight_service_user"
+    ]
+    assert fallback == "{{ sglang_service_user | default('" + default + "') }}"
