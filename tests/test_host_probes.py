@@ -269,3 +269,51 @@ def test_service_probe_process_of_an_inactive_unit_is_no_drift(tmp_path: Path) -
     assert out["active"] != "active"
     assert out["differs"] == []
     assert service_probe.probe({"current": str(tmp_path / "current")})["process"] is None
+
+
+def test_host_probe_models_service_user_and_pcie(tmp_path: Path) -> None:
+    """The probe on real directories (the shipped lab model, a missing path) and a TEST DOUBLE of
+    lspci printing a recorded-layout sample (no PCIe switch here), through the real module in check
+    mode: read-only answers, nothing changed."""
+    model = tmp_path / "target"
+    shutil.copytree(REPO / "src/sglang_deploy/data/lab-model/target", model)
+    lspci = tmp_path / "lspci"
+    sample = REPO / "tests/data/lspci/acs-enabled-pex-switch.txt"
+    lspci.write_text(f'#!/bin/sh\n# TEST DOUBLE of lspci\n[ "$*" = -vvv ] && exec cat {sample}\nexit 2\n')
+    lspci.chmod(0o755)
+    spec = {
+        "smi_candidates": [],
+        "root": str(tmp_path),
+        "models": {"model": str(model), "draft": str(tmp_path / "none")},
+        "service_user": "root",
+        "pcie": True,
+        "lspci_candidates": [str(tmp_path / "no-lspci"), str(lspci)],
+    }
+    out = host_probe.probe(spec)
+    assert out["models"]["model"]["config"]["architectures"] == ["LlamaForCausalLM"]
+    assert out["models"]["model"]["weights"]["files"] == ["model.safetensors"]
+    assert out["models"]["draft"]["exists"] is False
+    assert out["service_user"]["uid"] == 0
+    assert out["pcie"]["lspci"] == str(lspci)
+    assert [d["bdf"] for d in out["pcie"]["devices"]][:3] == ["00:01.0", "15:00.0", "16:00.0"]
+    assert isinstance(out["pcie"]["iommu"], list)
+    assert out["pcie"]["cmdline"] == Path("/proc/cmdline").read_text().strip()
+    missing = host_probe.probe({**spec, "lspci_candidates": [str(tmp_path / "no-lspci")]})["pcie"]
+    assert missing["lspci"] == ""
+    assert missing["devices"] is None
+    ansible = Path(sys.executable).parent / "ansible"
+    env = {
+        **os.environ,
+        "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1",
+        "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json",
+    }
+    done = subprocess.run(
+        [str(ansible), "localhost", "-c", "local", "--check", "-m", "sglang.deploy.preflight_host_probe",
+         "-a", json.dumps({"spec": spec})],
+        cwd=REPO, env=env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    doc = json.JSONDecoder().raw_decode(done.stdout[done.stdout.index("{") :])[0]
+    result = doc["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    assert result["changed"] is False
+    assert result["probe"]["models"]["model"]["tokenizer"] == ["tokenizer.json", "tokenizer_config.json"]
+    assert len(result["probe"]["pcie"]["devices"]) == 7

@@ -81,9 +81,24 @@ def test_lab_lifecycle() -> None:
         status = lab.create(timeout=60, log=messages.append)
         assert status.state == "running"
         assert status.systemd in ("running", "degraded")
+        assert any(m.startswith("lab model installed: /opt/models/lab-target") for m in messages)
         assert lab.create(timeout=60, log=messages.append) == lab.status()
-        assert "nothing to do" in messages[-1]
+        assert "its model up to date: nothing to do" in messages[-1]
         container = lab.client.containers.get(lab.name)
+        # the shipped lab model, where inventory/group_vars/lab.yml points, root-owned and world-readable
+        listing = container.exec_run(
+            ["sh", "-c", "stat -c '%a %U %n' /opt/models /opt/models/lab-* /opt/models/lab-*/*"]
+        ).output
+        assert isinstance(listing, bytes)
+        lines = listing.decode().splitlines()
+        assert "755 root /opt/models/lab-target" in lines
+        assert "644 root /opt/models/lab-target/model.safetensors" in lines
+        assert "644 root /opt/models/lab-eagle3/config.json" in lines
+        assert "644 root /opt/models/lab-target/tokenizer.json" in lines
+        container.exec_run(["rm", "/opt/models/lab-eagle3/config.json"])
+        lab.create(timeout=60, log=messages.append)
+        assert messages[-2].startswith("lab model installed"), messages[-3:]
+        assert container.exec_run(["test", "-f", "/opt/models/lab-eagle3/config.json"]).exit_code == 0
         assert container.attrs["HostConfig"]["Privileged"] is False
         assert container.attrs["HostConfig"]["CgroupnsMode"] == "host"
         output = container.exec_run(["printenv", "SSL_CERT_FILE"]).output

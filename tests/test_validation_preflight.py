@@ -29,6 +29,11 @@ from test_validation_strings import LAB_INPUTS
 REPO = Path(__file__).resolve().parents[1]
 PLAYBOOK = REPO / "playbooks" / "preflight.yml"
 SAMPLES = REPO / "tests" / "data" / "nvidia-smi"
+LAB_MODEL = REPO / "src" / "sglang_deploy" / "data" / "lab-model"
+GPU_MODEL = {
+    "sglang_model_path": str(LAB_MODEL / "target"),
+    "sglang_draft_model_path": str(LAB_MODEL / "eagle3"),
+}
 LAB: dict[str, Any] = {
     **LAB_INPUTS,
     # the controller's OS (the GPU cases are no lab mode: the production OS check applies)
@@ -37,9 +42,9 @@ LAB: dict[str, Any] = {
 }
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    tmp = tmp_path_factory.mktemp("preflight")
+def make_runner(tmp: Path) -> Any:
+    """The harness: run the stage playbook on the controller with these inputs (also used by
+    tests/test_preflight_model_pcie.py)."""
     inventory = tmp / "hosts.yml"
     inventory.write_text(
         yaml.safe_dump(
@@ -63,10 +68,18 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Any:
     env = local_ansible_env()
 
     def _run(
-        over: dict[str, Any], *args: str, gpu: bool = False, playbook: Path = PLAYBOOK
+        over: dict[str, Any],
+        *args: str,
+        gpu: bool = False,
+        smi: Path | None = None,
+        playbook: Path = PLAYBOOK,
     ) -> subprocess.CompletedProcess[str]:
-        values = {**LAB, **over}
-        values["preflight_nvidia_smi_candidates"] = [str(double)] if gpu else [str(tmp / "no-nvidia-smi")]
+        # a GPU host checks the model directories for real: the repository's shipped lab model
+        values = {**LAB, **(GPU_MODEL if gpu else {}), **over}
+        values["preflight_nvidia_smi_candidates"] = (
+            [str(smi or double)] if gpu else [str(tmp / "no-nvidia-smi")]
+        )
+        values.setdefault("preflight_lspci_candidates", [str(tmp / "no-lspci")])
         if gpu:
             values["sglang_gpu_required"] = True
         case = tmp / f"case{len(list(tmp.glob('case*')))}.json"
@@ -78,6 +91,11 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Any:
         )
 
     return _run
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    return make_runner(tmp_path_factory.mktemp("preflight"))
 
 
 def _recap(out: str) -> dict[str, int]:

@@ -156,6 +156,16 @@ def inputs(preset: str, *, api_key_required: bool = True) -> dict[str, Any]:
             "driver_version": "580.95.05",
             "interconnect": "pcie",
             "gpu_links": {"0-1": "PIX"},
+            # preflight_pcie_p2p as preflight exports it (plugins/module_utils/pcie_acs.py)
+            "pcie_p2p": {
+                "checked": True,
+                "issues": [
+                    "ACS redirects P2P to the root complex on 1 bridge(s) above the GPUs: "
+                    "16:00.0 (Broadcom / LSI PEX890xx PCIe Gen 5 Switch (rev b0)): "
+                    "ACSCtl ReqRedir+ CmpltRedir+"
+                ],
+                "iommu": {"enabled": False, "passthrough": False, "cmdline": []},
+            },
             "os": "Ubuntu 24.04",
             "kernel": "6.8.0-64-generic",
             "cpu": "AMD EPYC 9554",
@@ -372,3 +382,24 @@ def test_nccl_autotune_table_when_the_host_has_a_record() -> None:
     assert "not in use" not in render(data)
     data["nccl_tuned"] = {}
     assert "NCCL autotune" not in render(data)
+
+
+def test_pcie_p2p_row() -> None:
+    data = inputs("production")
+    assert (
+        "| PCIe P2P path (preflight: ACS, IOMMU) | ACS redirects P2P to the root complex on 1 bridge(s)"
+        in render(data)
+    )
+    data["facts"]["pcie_p2p"] = {
+        "checked": True,
+        "issues": [],
+        "iommu": {"enabled": True, "passthrough": True},
+    }
+    assert (
+        "| PCIe P2P path (preflight: ACS, IOMMU) | no ACS redirect on the bridges above the GPUs; "
+        "IOMMU passthrough |" in render(data)
+    )
+    data["facts"]["pcie_p2p"] = {"checked": False, "issues": ["x"]}
+    assert "PCIe P2P path" not in render(data)
+    del data["facts"]["pcie_p2p"]
+    assert "PCIe P2P path" not in render(data)

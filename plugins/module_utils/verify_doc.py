@@ -37,11 +37,24 @@ def _fmt_tps(value: Any) -> str:
         return str(value)
 
 
+def _pcie_p2p(finding: dict[str, Any]) -> str:
+    """Preflight's PCIe finding (preflight_pcie_p2p, module_utils/pcie_acs.py) as one cell; "" when it
+    was not checked (one GPU, or a profile that does not use PCIe P2P across the system)."""
+    if not finding.get("checked"):
+        return ""
+    if finding.get("issues"):
+        return "; ".join(str(i) for i in finding["issues"])
+    iommu = finding.get("iommu") or {}
+    mode = "passthrough" if iommu.get("passthrough") else ("on" if iommu.get("enabled") else "off")
+    return f"no ACS redirect on the bridges above the GPUs; IOMMU {mode}"
+
+
 def _hardware(facts: dict[str, Any]) -> dict[str, Any]:
     names = list(facts.get("gpu_names") or [])
     count = int(facts.get("gpu_count") or 0)
     links = facts.get("gpu_links") or {}
     return {
+        "pcie_p2p": _pcie_p2p(facts.get("pcie_p2p") or {}),
         "lab_mode": bool(facts.get("lab_mode")),
         "gpu_count": count,
         "gpu_names": sorted(set(names)),

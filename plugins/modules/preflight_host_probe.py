@@ -13,7 +13,16 @@ with symlinks resolved, "mount": the mount point holding it, "size_available": b
 an unprivileged user (statvfs f_bavail * f_frsize, what df shows as Avail)};
 "python" (when the spec names one: sglang_stack_python, the interpreter uv builds the release venv
 with; interpreters are never downloaded): {"requested": the name, "path": the executable it resolves
-to, a path as given or a name looked up on PATH as uv does ("" when none)}.
+to, a path as given or a name looked up on PATH as uv does ("" when none)};
+"models" (when the spec names them: {"model": sglang_model_path, "draft": sglang_draft_model_path}): per
+name the directory report of module_utils/model_dir.py inspect_dir (exists, real path, config.json's
+architectures/torch_dtype/sizes, tokenizer files, weight files and bytes, index shards missing, mode
+and owner of every directory on the way and of every file the server reads);
+"service_user" (when the spec names it): {"name", "exists", "uid", "gids"};
+"pcie" (when spec.pcie is true): {"lspci": the first executable of spec.lspci_candidates ("" when
+none: pciutils missing), "devices":
+the NVIDIA GPUs and PCI bridges of `lspci -vvv` (module_utils/pcie_acs.py parse_lspci), "cmdline":
+/proc/cmdline, "iommu": the entries of /sys/class/iommu}.
 """
 
 from __future__ import annotations
@@ -21,11 +30,14 @@ from __future__ import annotations
 import os
 import posixpath
 import shutil
+import subprocess
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule  # type: ignore[import-untyped]
 from ansible.module_utils.facts import ansible_collector, default_collectors  # type: ignore[import-untyped]
 from ansible.module_utils.facts.namespace import PrefixFactNamespace  # type: ignore[import-untyped]
+from ansible_collections.sglang.deploy.plugins.module_utils.model_dir import inspect_dir, service_user
+from ansible_collections.sglang.deploy.plugins.module_utils.pcie_acs import parse_lspci, relevant
 
 # what `min` means to ansible.builtin.setup (its minimal_gather_subset)
 MINIMAL_GATHER_SUBSET = frozenset(
@@ -35,12 +47,14 @@ MINIMAL_GATHER_SUBSET = frozenset(
 
 DOCUMENTATION = r"""
 module: preflight_host_probe
-short_description: Read-only probe of what preflight needs (nvidia-smi, free space under sglang_root)
+short_description: Read-only probe of what preflight needs (nvidia-smi, free space, model directories, PCIe)
 description:
   - Answers C(nvidia_smi) (the first candidate that is an executable file, empty when none), C(root)
     (the nearest existing ancestor of O(spec.root), its real path, mount point and bytes free for an
     unprivileged user) and, when asked, C(python) (C(requested), the C(path) it resolves to as uv
     resolves it, empty when none).
+  - When asked, C(models) (per name, the report of a model directory), C(service_user) and C(pcie)
+    (the GPUs and bridges of C(lspci -vvv), the kernel command line, the IOMMU entries).
 options:
   spec:
     suboptions:
@@ -56,6 +70,23 @@ options:
       python:
         description: An interpreter name or path to resolve (the release venv's interpreter).
         type: str
+      models:
+        description: The model directories to inspect; an empty path is reported as missing.
+        type: dict
+        suboptions:
+          model: {description: The target model directory (sglang_model_path)., type: str}
+          draft: {description: The drafter's directory (sglang_draft_model_path)., type: str}
+      service_user:
+        description: The user the server runs as (whether it exists, its uid and groups).
+        type: str
+      pcie:
+        description: Read C(lspci -vvv), /proc/cmdline and /sys/class/iommu.
+        type: bool
+        default: false
+      lspci_candidates:
+        description: Where lspci is looked for (first executable wins; none found is reported, not a failure).
+        type: list
+        elements: path
   gather_subset:
     description:
       - Host facts to return in C(ansible_facts) as well.
@@ -74,6 +105,10 @@ EXAMPLES = r"""
       smi_candidates: [/usr/bin/nvidia-smi, /usr/local/bin/nvidia-smi]
       root: /opt/sglang
       python: python3.12
+      models: {model: /data/models/kimi, draft: /data/eagle3}
+      service_user: sglang
+      pcie: true
+      lspci_candidates: [/usr/bin/lspci, /usr/sbin/lspci]
     gather_subset: [min]
   register: __probe
 """
@@ -106,6 +141,27 @@ def find_python(name: str) -> str:
     return shutil.which(name, path=os.environ.get("PATH") or os.defpath) or ""
 
 
+def read_pcie(candidates: list[str]) -> dict[str, Any]:
+    """lspci -vvv's GPUs and bridges (None when lspci is missing), /proc/cmdline, /sys/class/iommu."""
+    lspci = next((p for p in candidates if os.path.isfile(p) and os.access(p, os.X_OK)), "")
+    devices = None
+    if lspci:
+        done = subprocess.run([lspci, "-vvv"], capture_output=True, text=True, timeout=60, check=False)
+        devices = relevant(parse_lspci(done.stdout)) if done.returncode == 0 else None
+        if devices is None:
+            lspci = f"{lspci} (exited {done.returncode}: {done.stderr.strip()[:200]})"
+    try:
+        with open("/proc/cmdline", encoding="utf-8") as fh:
+            cmdline = fh.read().strip()
+    except OSError:
+        cmdline = ""
+    try:
+        iommu = sorted(os.listdir("/sys/class/iommu"))
+    except OSError:
+        iommu = []
+    return {"lspci": lspci, "devices": devices, "cmdline": cmdline, "iommu": iommu}
+
+
 def probe(spec: dict[str, Any]) -> dict[str, Any]:
     smi = next((p for p in spec.get("smi_candidates", []) if os.path.isfile(p) and os.access(p, os.X_OK)), "")
     root = str(spec["root"])
@@ -117,6 +173,12 @@ def probe(spec: dict[str, Any]) -> dict[str, Any]:
     answers: dict[str, Any] = {}
     if spec.get("python"):
         answers["python"] = {"requested": str(spec["python"]), "path": find_python(str(spec["python"]))}
+    if spec.get("models"):
+        answers["models"] = {str(k): inspect_dir(str(v or "")) for k, v in dict(spec["models"]).items()}
+    if spec.get("service_user"):
+        answers["service_user"] = service_user(str(spec["service_user"]))
+    if spec.get("pcie"):
+        answers["pcie"] = read_pcie([str(p) for p in spec.get("lspci_candidates") or []])
     return {
         **answers,
         "nvidia_smi": smi,

@@ -3,8 +3,11 @@ molecule/base.yml), managed through the docker SDK."""
 
 from __future__ import annotations
 
+import hashlib
+import io
 import os
 import subprocess
+import tarfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +24,11 @@ CONTAINER_CA_BUNDLE = "/etc/ssl/host-ca-bundle.crt"
 CACHE_DIR = "/var/cache/sglang-deploy"
 LABEL = "org.sglang-deploy.lab"
 SYSTEMD_OK = ("running", "degraded")
+# The lab's tiny model (scripts/make-lab-model): package data -> the paths inventory/group_vars/lab.yml
+# names (sglang_model_path, sglang_draft_model_path), owned by root and world-readable, so preflight's
+# model checks pass on the lab host and a real SGLang can load it.
+LAB_MODEL_DATA = Path(__file__).resolve().parent / "data" / "lab-model"
+LAB_MODEL_DIRS = {"target": "models/lab-target", "eagle3": "models/lab-eagle3"}  # under /opt
 
 
 class LabError(RuntimeError):
@@ -65,6 +73,34 @@ def run_options(name: str, image: str) -> dict[str, Any]:
         "environment": env,
         "labels": {LABEL: "1"},
     }
+
+
+def lab_model_archive(data: Path = LAB_MODEL_DATA) -> bytes:
+    """A tar of the lab model for /opt: models/, models/lab-target/..., models/lab-eagle3/... (root,
+    directories 0755, files 0644)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+
+        def add(name: str, source: Path | None) -> None:
+            info = tarfile.TarInfo(name)
+            info.uid = info.gid = 0
+            info.uname = info.gname = "root"
+            info.mtime = 0
+            if source is None:
+                info.type, info.mode = tarfile.DIRTYPE, 0o755
+                tar.addfile(info)
+            else:
+                raw = source.read_bytes()
+                info.size, info.mode = len(raw), 0o644
+                tar.addfile(info, io.BytesIO(raw))
+
+        add("models", None)
+        for sub, dest in LAB_MODEL_DIRS.items():
+            add(dest, None)
+            for file in sorted((data / sub).iterdir()):
+                if file.is_file():
+                    add(f"{dest}/{file.name}", file)
+    return buf.getvalue()
 
 
 class Lab:
@@ -134,7 +170,13 @@ class Lab:
         if container is not None and container.status == "running":
             state = self.systemd_state(container)
             if state in SYSTEMD_OK:
-                log(f"lab {self.name} already running (systemd {state}): nothing to do")
+                if self.install_model(container, log):
+                    log(f"lab {self.name} already running (systemd {state})")
+                else:
+                    log(
+                        f"lab {self.name} already running (systemd {state}), its model up to date: "
+                        "nothing to do"
+                    )
                 return self.status()
         if container is not None:
             if container.status == "running":
@@ -151,7 +193,32 @@ class Lab:
         started = time.monotonic()
         state = self.wait_systemd(container, timeout)
         log(f"lab {self.name} ready: systemd {state} after {time.monotonic() - started:.1f}s")
+        self.install_model(container, log)
         return self.status()
+
+    def install_model(self, container: Container, log: Any = print) -> bool:
+        """Copy the lab model to /opt/models/lab-{target,eagle3} unless the same files are there
+        (sha256 of each, mode and owner); True when copied."""
+        wanted = []
+        for sub, dest in LAB_MODEL_DIRS.items():
+            for file in sorted((LAB_MODEL_DATA / sub).iterdir()):
+                if file.is_file():
+                    digest = hashlib.sha256(file.read_bytes()).hexdigest()
+                    wanted.append(f"{digest} 644 0:0 /opt/{dest}/{file.name}")
+        script = (
+            'for f in "$@"; do printf "%s %s %s\\n" "$(sha256sum < "$f" | cut -d" " -f1)" '
+            '"$(stat -c "%a %u:%g" "$f")" "$f"; done'
+        )
+        paths = [line.split(" ", 3)[3] for line in wanted]
+        found = container.exec_run(["sh", "-c", script, "sh", *paths])
+        output = found.output if isinstance(found.output, bytes) else b""
+        if found.exit_code == 0 and output.decode(errors="replace").splitlines() == wanted:
+            return False
+        container.exec_run(["mkdir", "-p", "/opt"])
+        if not container.put_archive("/opt", lab_model_archive()):
+            raise LabError(f"could not copy the lab model into {self.name}:/opt/models")
+        log(f"lab model installed: /opt/{LAB_MODEL_DIRS['target']}, /opt/{LAB_MODEL_DIRS['eagle3']}")
+        return True
 
     def destroy(self, log: Any = print) -> bool:
         container = self._container()

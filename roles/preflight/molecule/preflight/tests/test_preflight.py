@@ -424,6 +424,9 @@ def test_valid_lab_inputs_pass_in_lab_mode(run_preflight: Runner, host: Any, bas
     assert proc.returncode == 0, out[-3000:]
     assert "no GPU: lab mode" in out
     assert "NCCL profile auto -> none" in out
+    # the lab model (prepare.yml) passes preflight's model checks: no finding, not even a warning
+    assert "model LlamaForCausalLM bfloat16" in out
+    assert "WARNING (lab host)" not in out
     assert SECRET not in out
     assert all(c["changed"] == 0 and c["failed"] == 0 for c in recap(out).values()), out[-3000:]
     assert host.check_output(SNAPSHOT) == baseline
@@ -590,3 +593,21 @@ def test_pcie_host_resolves_auto_to_pcie_and_old_driver_is_refused(
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
     assert "accepted because preflight_allow_old_driver=true" in out
+
+
+def test_gpu_host_refuses_a_model_the_service_user_cannot_read(
+    nvidia_smi_double: Callable[[str, str], None], run_preflight: Runner
+) -> None:
+    """The service user (not created yet on this host: judged by the 'other' bits) cannot read a
+    weight file of mode 0600: refused in preflight, in check mode too, naming the file and the fix."""
+    nvidia_smi_double("h200x2.query-gpu.csv", "h200x2-nvlink.topo-m.txt")
+    weights = "/opt/models/lab-target/model.safetensors"
+    _ansible("ansible.builtin.file", {"path": weights, "mode": "0600"})
+    try:
+        proc = run_preflight(GPU_HOST, "--check")
+        out = proc.stdout + proc.stderr
+        assert proc.returncode != 0
+        assert f"cannot read {weights} (mode 0600): chmod -R o+r /opt/models/lab-target" in out, out[-3000:]
+        assert all(c["changed"] == 0 for c in recap(out).values())
+    finally:
+        _ansible("ansible.builtin.file", {"path": weights, "mode": "0644"})
