@@ -82,6 +82,9 @@ def test_preflight_real_passes_preflight_and_stops_at_the_missing_toolkit(
     assert "/nonexistent/cuda-13.0" in out
     # the bad tp size was refused by preflight
     assert 'sglang_tp_size="4" does not fit the 1 GPU(s)' in out, out[-4000:]
+    # and a model under /tmp, which the unit's PrivateTmp=yes would hide, by preflight's model checks
+    assert "PrivateTmp=yes" in out, out[-4000:]
+    assert "a model under /tmp was NOT rejected" not in out, out[-4000:]
     assert rc != 0  # no CUDA toolkit here
 
 

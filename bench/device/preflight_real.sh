@@ -36,6 +36,14 @@ ansible-playbook -i "$inv" site.yml --tags cuda "${vars[@]}" -e "sglang_tp_size=
 bad=$?
 grep -E 'sglang_tp_size|localhost +:' "$out/bad_tp.log" | tee -a "$log"
 ((bad == 0)) && { echo "bad tp size was NOT rejected" | tee -a "$log"; rc=1; }
+printf '\n===== bad input: a model under /tmp (the unit has PrivateTmp=yes) must fail in preflight =====\n' | tee -a "$log"
+mkdir -p /tmp/sglang-device-model && cp -r "$device_model/." /tmp/sglang-device-model/
+ansible-playbook -i "$inv" site.yml --tags cuda "${vars[@]}" -e sglang_model_path=/tmp/sglang-device-model \
+  >"$out/bad_model.log" 2>&1
+bad=$?
+grep -E 'PrivateTmp|localhost +:' "$out/bad_model.log" | head -n 3 | tee -a "$log"
+((bad == 0)) && { echo "a model under /tmp was NOT rejected" | tee -a "$log"; rc=1; }
+rm -rf /tmp/sglang-device-model
 grep -E '"msg": "preflight ok|localhost +:' "$log" >"$out/summary.txt"
 rm -f "$inv"
 echo "exit $rc" | tee -a "$log"
