@@ -110,4 +110,4 @@ def test_nccl_profiles_renders_with_the_collection(device_env: dict[str, str], t
     # the role rendered the file (the script prints it), then the benchmark needs torch and a GPU
     assert "===== default: /tmp/nccl-default.env" in out, out[-4000:]
     assert "# Managed by Ansible (role nccl_env)" in out, out[-4000:]
-    assert "NCCL_NVLS_ENABLE=0" in out, out[-4000:]
+    assert "# profile: none (requested: none" in out, out[-4000:]
