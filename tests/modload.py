@@ -4,10 +4,13 @@ importable package): the one helper the pure tests share (not collected: no test
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 # The probe modules import the collection's module_utils by FQCN (as Ansible ships them):
@@ -39,3 +42,29 @@ def local_ansible_env() -> dict[str, str]:
         "LC_ALL": "C.UTF-8",
         "LANG": "C.UTF-8",
     }
+
+
+def run_module(
+    module: str, args: dict[str, Any], *flags: str, env: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """One of the collection's modules as a role runs it: `ansible localhost -m sglang.deploy.<module>`
+    through this repository's ansible.cfg with the JSON stdout callback; its result for localhost.
+    flags: e.g. --check, --diff."""
+    environ = {
+        **os.environ,
+        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+        "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1",
+        "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json",
+        "LC_ALL": "C.UTF-8",
+        **(env or {}),
+    }
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible"), "localhost", "-c", "local",
+         "-e", f"ansible_python_interpreter={sys.executable}", *flags,
+         "-m", f"sglang.deploy.{module}", "-a", json.dumps(args)],
+        cwd=REPO, env=environ, capture_output=True, text=True, check=False, timeout=300,
+    )  # fmt: skip
+    assert "{" in done.stdout, done.stdout + done.stderr
+    doc: dict[str, Any] = json.JSONDecoder().raw_decode(done.stdout[done.stdout.index("{") :])[0]
+    result: dict[str, Any] = doc["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    return result

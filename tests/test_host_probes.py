@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from modload import REPO, load_module
+from modload import REPO, load_module, run_module
 
 host_probe = load_module("host_probe", REPO / "plugins/modules/preflight_host_probe.py")
 service_probe = load_module("service_probe", REPO / "plugins/modules/sglang_service_probe.py")
@@ -46,20 +46,7 @@ def test_host_probe_nearest_parent_free_space_and_smi(tmp_path: Path) -> None:
     assert os.path.ismount(root["mount"])
     assert str(tmp_path / "bin").startswith(root["mount"])
     # as the role runs it: the collection's module through ansible (args, check mode, exit_json)
-    ansible = Path(sys.executable).parent / "ansible"
-    env = {
-        **os.environ,
-        "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1",
-        "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json",
-    }
-    done = subprocess.run(
-        [str(ansible), "localhost", "-c", "local", "--check", "-m", "sglang.deploy.preflight_host_probe",
-         "-a", json.dumps({"spec": spec})],
-        cwd=REPO, env=env, capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    result = json.JSONDecoder().raw_decode(done.stdout[done.stdout.index("{") :])[0]["plays"][0]["tasks"][0][
-        "hosts"
-    ]["localhost"]
+    result = run_module("preflight_host_probe", {"spec": spec}, "--check")
     assert result["changed"] is False
     assert result["probe"]["root"]["path"] == str(link)
 
@@ -301,19 +288,7 @@ def test_host_probe_models_service_user_and_pcie(tmp_path: Path) -> None:
     missing = host_probe.probe({**spec, "lspci_candidates": [str(tmp_path / "no-lspci")]})["pcie"]
     assert missing["lspci"] == ""
     assert missing["devices"] is None
-    ansible = Path(sys.executable).parent / "ansible"
-    env = {
-        **os.environ,
-        "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1",
-        "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json",
-    }
-    done = subprocess.run(
-        [str(ansible), "localhost", "-c", "local", "--check", "-m", "sglang.deploy.preflight_host_probe",
-         "-a", json.dumps({"spec": spec})],
-        cwd=REPO, env=env, capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    doc = json.JSONDecoder().raw_decode(done.stdout[done.stdout.index("{") :])[0]
-    result = doc["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    result = run_module("preflight_host_probe", {"spec": spec}, "--check")
     assert result["changed"] is False
     assert result["probe"]["models"]["model"]["tokenizer"] == ["tokenizer.json", "tokenizer_config.json"]
     assert len(result["probe"]["pcie"]["devices"]) == 7

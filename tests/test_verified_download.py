@@ -8,17 +8,14 @@ from __future__ import annotations
 
 import hashlib
 import http.server
-import json
 import os
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from modload import REPO
+from modload import run_module
 
 WHEEL = "sgl_kernel-0.3.21+cu130-cp310-abi3-manylinux2014_x86_64.whl"
 
@@ -53,19 +50,8 @@ def served(tmp_path: Path) -> Iterator[tuple[str, Path]]:
 
 
 def run(args: dict[str, Any], check: bool = False) -> dict[str, Any]:
-    ansible = Path(sys.executable).parent / "ansible"
-    env = {**os.environ, "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "LC_ALL": "C.UTF-8",
-           "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json",
-           "no_proxy": "127.0.0.1", "NO_PROXY": "127.0.0.1"}  # fmt: skip
-    done = subprocess.run(
-        [str(ansible), "localhost", "-c", "local", *(["--check"] if check else []),
-         "-m", "sglang.deploy.verified_download", "-a", json.dumps(args)],
-        cwd=REPO, env=env, capture_output=True, text=True, check=False, timeout=120,
-    )  # fmt: skip
-    out: dict[str, Any] = json.JSONDecoder().raw_decode(done.stdout[done.stdout.index("{") :])[0]["plays"][0][
-        "tasks"
-    ][0]["hosts"]["localhost"]
-    return out
+    return run_module("verified_download", args, *(["--check"] if check else []),
+                      env={"no_proxy": "127.0.0.1", "NO_PROXY": "127.0.0.1"})  # fmt: skip
 
 
 def test_one_of_several_accepted_sha256_is_kept_then_not_fetched_again(
