@@ -99,6 +99,9 @@ def start_and_watch() -> dict[str, Any]:
     lab_exec("systemctl", "start", UNIT)
     invocation = lab_exec("systemctl", "show", UNIT, "--property=InvocationID", "--value").strip()
     main_pid = lab_exec("systemctl", "show", UNIT, "--property=MainPID", "--value").strip()
+    assert main_pid != "0", "the unit's main process was gone at once: " + lab_exec(
+        "systemctl", "status", UNIT
+    )
     seen: dict[str, dict[str, str]] = {}
     lines: set[str] = set()
     cmdline = environ = credentials = ""
@@ -154,7 +157,7 @@ def start_and_watch() -> dict[str, Any]:
 
 def extra_vars(tmp: Path) -> str:
     """The run's inputs in a file (the key never on a command line): key on, the lab-only --device cpu,
-    the driver double's directory on the loader path (empty until the second start)."""
+    the driver double's directory on the loader path (the double is built there before the start)."""
     data = {
         "sglang_api_key_required": True,
         "sglang_api_key": KEY,
@@ -228,19 +231,18 @@ def test_the_key_reaches_sglang_only_through_the_credential(real: dict[str, Any]
     assert "--device cpu" in unit
     assert real["key_file"] == "root root 600"
     assert real["key_in_file"]
-    for start in (real["driver"],):
-        assert start["cmdline"].startswith(f"{PYTHON} {LAUNCHER} -m sglang.launch_server "), start["cmdline"]
-        assert start["cmdline"].rstrip().endswith(f"--device cpu --config {CREDENTIAL}"), start["cmdline"]
-        assert "CREDENTIALS_DIRECTORY=/run/credentials/sglang-kimi.service" in start["environ"].splitlines()
-        assert KEY not in start["environ"]
-        # the credential is there while the unit runs, readable by the service only
-        # root's, 0440 with an ACL entry for the service user (systemd's credential copy)
-        assert re.search(r"^-r--r-----\+ 1 0 0 +\d+ .* sglang-config\.yaml$", start["credentials"], re.M), (
-            start["credentials"]
-        )
-        # no process of the host had the key on its command line at any poll
-        assert start["cmdlines"]
-        assert not [line for line in start["cmdlines"] if KEY in line]
+    start = real["driver"]
+    assert start["cmdline"].startswith(f"{PYTHON} {LAUNCHER} -m sglang.launch_server "), start["cmdline"]
+    assert start["cmdline"].rstrip().endswith(f"--device cpu --config {CREDENTIAL}"), start["cmdline"]
+    assert "CREDENTIALS_DIRECTORY=/run/credentials/sglang-kimi.service" in start["environ"].splitlines()
+    assert KEY not in start["environ"]
+    # systemd's copy of the credential while the unit runs: root's, 0440, an ACL entry for the service user
+    assert re.search(r"^-r--r-----\+ 1 0 0 +\d+ .* sglang-config\.yaml$", start["credentials"], re.M), start[
+        "credentials"
+    ]
+    # no process of the host had the key on its command line at any poll
+    assert start["cmdlines"]
+    assert not [line for line in start["cmdlines"] if KEY in line]
     assert KEY not in real["journal"]
     units = lab_exec("sh", "-c", "cat /etc/systemd/system/sglang-kimi.service /etc/sglang/launch-args.json; "
                      "cat /etc/systemd/system/sglang-kimi.service.d/*.conf 2>/dev/null || true")  # fmt: skip
@@ -291,15 +293,16 @@ def test_sglang_starts_its_processes_through_the_launcher_as_the_service_user(re
         pid for pid, es in spawned.items() if any("Scheduler hit an exception" in message(e) for e in es)
     ]
     assert len(scheduler) == 1, spawned.keys()
-    # ps: the spawn children (set their titles to sglang::scheduler / sglang::detokenizer) and
-    # multiprocessing's resource tracker, all below the main process, all the service user's
+    # ps: the spawn children and multiprocessing's resource tracker, below the main process, all the
+    # service user's
     children = start["children"]
     for pid in spawned:
         assert pid in children, (pid, children)
         assert children[pid]["ppid"] == start["main_pid"]
-    titles = sorted(c["args_last"] for c in children.values() if c["args_last"].startswith("sglang::"))
-    assert titles == ["sglang::detokenizer", "sglang::scheduler"], children
-    assert {children[pid]["args_last"] for pid in scheduler} == {"sglang::scheduler"}
+    # their titles come late and briefly (the detokenizer's after its imports, on a loaded machine
+    # often after the scheduler failed): the scheduler's, set before it logs its set-up, is in the
+    # journal (_COMM, 15 characters)
+    assert "sglang::schedul" in {e["_COMM"] for e in spawned[scheduler[0]]}
     assert {c["user"] for c in children.values()} == {"sglang"}
 
 
