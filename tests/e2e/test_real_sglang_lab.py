@@ -20,8 +20,8 @@ RotaryEmbedding's CPU path imports vllm._custom_ops (neither sgl-kernel's CPU bu
 CUDA release), and SGLang's watchdog kills the server. It never serves. The key is in no journal
 field, unit file or process command line.
 
-The tiny models (tests/e2e/data/make_lab_model.py) are made at the lab's model paths only where no
-config.json is (the lab may ship its own); those made here are removed at the end. Afterwards the unit
+The model is the tiny Llama + EAGLE-3 pair the lab ships (src/sglang_deploy/data/lab-model, installed
+at /opt/models/lab-* by `sglang-deploy lab create`). Afterwards the unit
 is re-rendered from the lab's own inputs (no key, no extra args) and stopped: the roles' files are as
 before (content, mode, owner; e2e_lab.TOUCHED and the deploy state), the key file gone."""
 
@@ -177,10 +177,9 @@ def real(
     inventory = str(lab_inventory(tmp / "inventory"))
     before = host_state()
     kept = service_dirs()
-    # a model directory the lab ships stays; one this test makes is removed at the end
-    shipped = [
-        m for m in MODELS if lab_exec("sh", "-c", f"test -f {m}/config.json && echo yes || true") == "yes\n"
-    ]
+    # the lab ships its model (sglang-deploy lab create installs it)
+    for model in MODELS:
+        lab_exec("test", "-f", f"{model}/config.json")
     result: dict[str, Any] = {"tmp": tmp}
     try:
         setup = playbook("-i", inventory, "tests/e2e/data/real_sglang.yml", "-e", extra_vars(tmp))
@@ -215,11 +214,6 @@ def real(
         # the unit, launch-args.json and the key file from the lab's own inputs (key off, no extra args)
         restored = playbook("-i", inventory, "tests/e2e/data/real_sglang.yml")
         assert restored.returncode == 0, restored.stdout[-4000:]
-        lab_exec("rm", "-rf", "/tmp/real-sglang-tokenizer", "/tmp/real-sglang-prompts.jsonl")
-        for model in MODELS:
-            if model not in shipped:
-                lab_exec("rm", "-rf", model)
-        lab_exec("sh", "-c", "rmdir /opt/models 2>/dev/null || true")
         assert lab_exec("systemctl", "is-active", UNIT, check=False).strip() == "inactive"
         assert host_state() == before
 
