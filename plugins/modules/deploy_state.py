@@ -48,10 +48,10 @@ description:
     file through a temporary file and rename(2), removes managed files the snapshot did not have, and
     moves the link with a temporary link and rename(2). Check mode reports what it would change.
   - Copies of the files are root 0600 inside a root 0700 directory.
-  - Paths in O(managed.kept) (the API key/credential file) are outside the state: never copied, never
+  - Paths in O(managed.kept) (the API key/credential file) are outside the state, never copied, never
     restored (also when an older snapshot has them), not in the digest; a rotated key stays in force.
   - C(mark_bad) never records the combination C(mark_good) recorded in C(verified.json) (the last good
-    one): C(recorded) then says so.
+    one); C(recorded) then says so.
   - Secrets are never returned (only paths, digests and the release id).
 options:
   action:
