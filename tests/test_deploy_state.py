@@ -177,8 +177,11 @@ def test_a_first_deployment_has_nothing_to_restore(tmp_path: Path) -> None:
 def test_known_bad_records_match_on_the_combination(host: dict[str, Any]) -> None:
     state = host["state"]
     bad = {"release_id": "r2", "launch_spec_sha256": "a" * 64, "env_sha256": "b" * 64}
-    assert state.mark_bad(check=False, combination=bad, reason="gate failed at C=30")
-    assert not state.mark_bad(check=False, combination=bad, reason="again")
+    assert state.mark_bad(check=False, combination=bad, reason="gate failed at C=30") == (
+        True, "recorded known-bad",
+    )  # fmt: skip
+    again = state.mark_bad(check=False, combination=bad, reason="again")
+    assert again == (False, "recorded known-bad already")
     status = state.status(None, bad)
     assert status["known_bad_match"]["reason"] == "gate failed at C=30"
     assert state.status(None, {**bad, "env_sha256": "c" * 64})["known_bad_match"] is None
@@ -199,3 +202,60 @@ def test_the_launch_marker_is_the_stack_roles() -> None:
     """The stack role: `.launch-ok-{{ (argv | to_json) | hash('sha256') | truncate(16, true, '') }}`."""
     expected = ".launch-ok-" + hashlib.sha256(to_json(ARGV).encode()).hexdigest()[:16]
     assert ds.launch_marker(ARGV) == expected
+
+
+def kept_key(host: dict[str, Any]) -> Any:
+    """The roles' description: the key file is kept (outside the state), not managed."""
+    files = [p for p in host["params"]["files"] if p != str(host["files"]["key"])]
+    return ds.DeployState({**host["params"], "files": files, "kept": [str(host["files"]["key"])]})
+
+
+def test_a_rotated_key_stays_in_force_with_the_restored_release(host: dict[str, Any]) -> None:
+    """A run that rotates the key and fails verify: the restore puts the release and the unit back
+    and leaves the key file as this run wrote it (a rollback never brings a retired key back)."""
+    state, files, root = kept_key(host), host["files"], host["root"]
+    state.snapshot(check=False)
+    assert str(files["key"]) not in {e["path"] for e in state.manifest()["entries"]}
+    assert state.mark_good(check=False, verdict="passed")
+    files["key"].write_text("SGLANG_API_KEY=rotated-fedcba9876543210\n")
+    # the key alone does not change the state (the verified state is still in force)
+    assert state.status(None, None)["in_force_is_verified"]
+    files["unit"].write_text("[Service]\nExecStart=/bad\n")
+    ds.switch_link(str(root / "current"), "releases/r2")
+    items, _ = state.restore(check=False)
+    assert {Path(i["path"]).name for i in items} == {"unit.service", "current"}
+    assert files["key"].read_text() == "SGLANG_API_KEY=rotated-fedcba9876543210\n"
+    assert os.readlink(root / "current") == "releases/r1"
+
+
+def test_an_older_snapshot_with_the_key_never_restores_it(host: dict[str, Any]) -> None:
+    """A snapshot taken before the key was kept (it has the key file): the restore skips it."""
+    host["state"].snapshot(check=False)  # the key file among the managed files
+    state, files = kept_key(host), host["files"]
+    assert str(files["key"]) in {e["path"] for e in state.manifest()["entries"]}
+    files["key"].write_text("SGLANG_API_KEY=rotated-fedcba9876543210\n")
+    assert state.restore(check=False)[0] == []
+    assert files["key"].read_text() == "SGLANG_API_KEY=rotated-fedcba9876543210\n"
+    files["key"].unlink()
+    assert state.restore(check=False)[0] == []
+    assert not files["key"].exists()
+
+
+def test_the_last_good_combination_is_never_recorded_known_bad(host: dict[str, Any]) -> None:
+    state = host["state"]
+    good = {"release_id": "r1", "launch_spec_sha256": "a" * 64, "env_sha256": "b" * 64}
+    assert state.mark_good(check=False, verdict="passed", combination=good)
+    assert json.loads((state.dir / "verified.json").read_text())["combination"] == good
+    # a failed verdict of the same combination (a key-only change, a host fault): not recorded
+    changed, note = state.mark_bad(check=False, combination=good, reason="http 401")
+    assert not changed
+    assert note.startswith(
+        "not recorded known-bad: it is the last good combination; the failure is not the combination's"
+    )
+    assert not (state.dir / "known-bad.json").exists()
+    # another combination fails: recorded
+    assert state.mark_bad(check=False, combination={**good, "release_id": "r2"}, reason="gate")[0]
+    # the same state marked good with its combination (an older verified.json had none): rewritten
+    (state.dir / "verified.json").write_text(json.dumps({"digest": state.in_force()["digest"]}))
+    assert state.mark_good(check=False, verdict="passed", combination=good)
+    assert not state.mark_good(check=False, verdict="passed", combination=good)

@@ -70,8 +70,47 @@ def test_service_probe_live_inputs(tmp_path: Path) -> None:
     assert out["process"] is None
     # only the live answers: files, users and enablement are the state module's
     assert set(out) == {"nccl_sha256", "release", "modprobe", "unit_exists", "active", "process",
-                        "nvidia_devices", "addresses"}  # fmt: skip
+                        "nvidia_devices", "addresses", "foreign_dropins", "vendor_dropins"}  # fmt: skip
+    assert (out["foreign_dropins"], out["vendor_dropins"]) == ([], [])
     assert service_probe.probe({"current": str(tmp_path / "nope")})["release"] == "(missing)"
+
+
+def test_dropin_directory_names_are_systemds() -> None:
+    """systemd.unit(5): <unit>.d/, each dash-truncated prefix (a-b-.service.d/, a-.service.d/), then the
+    type's top-level service.d/."""
+    assert service_probe.dropin_dirnames("sglang-kimi.service") == [
+        "sglang-kimi.service.d", "sglang-.service.d", "service.d",
+    ]  # fmt: skip
+    assert service_probe.dropin_dirnames("a-b-c.service") == [
+        "a-b-c.service.d", "a-b-.service.d", "a-.service.d", "service.d",
+    ]  # fmt: skip
+
+
+def test_foreign_dropins_on_a_real_unit_path_tree(tmp_path: Path) -> None:
+    """Drop-ins in every directory systemd reads for the unit, outside the role's own directory, are
+    foreign: a runtime one, a vendor-directory one, a top-level service.d/ one, a prefix one; the
+    role's own directory, another unit's, a non-.conf file and what systemd reported loaded count right."""
+    etc, run, lib = tmp_path / "etc", tmp_path / "run", tmp_path / "lib"
+    files = [
+        etc / "sglang-kimi.service.d" / "managed.conf",  # the role's directory: pruned by the state
+        run / "sglang-kimi.service.d" / "x.conf",
+        lib / "sglang-kimi.service.d" / "y.conf",
+        etc / "service.d" / "all.conf",
+        run / "sglang-.service.d" / "prefix.conf",
+        etc / "other.service.d" / "z.conf",  # another unit's
+        run / "sglang-kimi.service.d" / "notes.txt",  # systemd reads *.conf only
+    ]
+    for f in files:
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text("[Service]\n")
+    loaded = [str(files[0]), "/run/systemd/system/sglang-kimi.service.d/seen.conf"]
+    found = service_probe.foreign_dropins(
+        "sglang-kimi.service", str(etc / "sglang-kimi.service.d"), loaded, [str(etc), str(run), str(lib)]
+    )
+    assert found == sorted(
+        [str(files[1]), str(files[2]), str(files[3]), str(files[4]),
+         "/run/systemd/system/sglang-kimi.service.d/seen.conf"]
+    )  # fmt: skip
 
 
 # --- the running process (sglang_service_probe's `process`): real child processes, real /proc -------

@@ -195,6 +195,32 @@ def test_unit_reload_only_when_its_files_changed_then_enable(tmp_path: Path) -> 
     assert ctl.calls == [["systemctl", "enable", "--", "app.service"]]
 
 
+def test_a_removed_dropin_of_another_directory_reloads_the_unit(tmp_path: Path) -> None:
+    """A drop-in systemd loads from /run (the unit item's `dropins`) removed as an `absent` item:
+    daemon-reload, and the item's trigger restarts; a removed file the unit does not load does not."""
+    unit, runtime, other = tmp_path / "app.service", tmp_path / "run-x.conf", tmp_path / "other"
+    unit.write_text("[Service]\n")
+    runtime.write_text("[Service]\nEnvironment=X=1\n")
+    other.write_text("x\n")
+    state = {
+        "absent": [{"path": str(runtime), "trigger": True}, str(other)],
+        "units": [{"name": "app.service", "path": str(unit), "dropins": [str(runtime)]}],
+    }
+    ctl = RecordingSystemctl("enabled")
+    out = ms.run(state, check=True, runner=ctl)
+    assert _by_path(out)["app.service"]["why"] == ["reload"]
+    assert out["triggered"] is True
+    assert runtime.exists()
+    ms.run(state, check=False, runner=ctl)
+    assert not runtime.exists()
+    assert ctl.calls == [["systemctl", "daemon-reload"]]
+    ctl.calls.clear()
+    other.write_text("x\n")
+    state["absent"] = [str(tmp_path / "gone"), str(other)]
+    assert ms.run(state, check=False, runner=ctl)["changed"] is True
+    assert ctl.calls == []  # a file the unit does not load: no reload
+
+
 def test_validate_failure_leaves_the_file(tmp_path: Path) -> None:
     f = tmp_path / "conf"
     f.write_text("good\n")

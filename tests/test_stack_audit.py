@@ -199,3 +199,28 @@ def test_record_rows_quoted_paths_and_relative_scripts(tmp_path: Path) -> None:
         ("../../bin/x-tool", "CCC", 5),
         ("x/c.py", "DDD", -1),
     ]
+
+
+def test_a_startup_file_no_record_lists_is_drift(tmp_path: Path) -> None:
+    """A .pth with an `import` line, sitecustomize.py and usercustomize.py that no distribution owns
+    are drift (named); a .pth a RECORD lists is not, unless its content differs (its dist reinstalls)."""
+    rel, sp, spec = release(tmp_path)
+    dist(sp, "delta", "1.0", {"delta-precedence.pth": b"import os; os.environ.setdefault('X', '1')\n"})
+    (rel / "requirements.lock").write_text(LOCK + "delta==1.0\n")
+    assert run(spec)["drift"] is False
+    assert run(spec)["startup_files"] == []
+    (sp / "zz-evil.pth").write_text("import os; os.system('id')\n")
+    (sp / "sitecustomize.py").write_text("print('hi')\n")
+    (sp / "usercustomize.py").write_text("print('hi')\n")
+    (sp / "not-startup.txt").write_text("x\n")
+    out = run({**spec, "records": "none"})  # checked whatever the records scope
+    assert out["drift"] is True
+    assert out["startup_files"] == ["sitecustomize.py", "usercustomize.py", "zz-evil.pth"]
+    assert out["reinstall"] == []
+    for name in out["startup_files"]:
+        (sp / name).unlink()
+    (sp / "delta-precedence.pth").write_text("import os; os.system('id')\n")
+    out = run({**spec, "records": "none"})
+    assert out["startup_files"] == []
+    assert out["reinstall"] == ["delta"]
+    assert "delta-precedence.pth (start-up file, content differs from RECORD)" in out["records"]["delta"]

@@ -15,8 +15,9 @@ user created before it):
   prune        {path, keep}                    (each entry of directory `path` that is not a
                                                 directory, not in `keep` and no file of the state
                                                 is an `absent` item; a missing `path` is fine)
-  units        {name, enabled, path}           (systemctl daemon-reload when `path` or a file under
-                                                `path`.d/ changed, then enable/disable)
+  units        {name, enabled, path, dropins}  (systemctl daemon-reload when `path`, a file under
+                                                `path`.d/ or one of `dropins` (drop-ins systemd loads
+                                                from other directories) changed, then enable/disable)
 
 Every item may carry `trigger: true`: the result's `triggered` is true when such an item changed
 (the role notifies its restart handler from it). Secret files (`secret_content`) never show their
@@ -486,8 +487,8 @@ def normalize(state: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def _touches_unit(path: str, unit_path: str) -> bool:
-    return bool(unit_path) and (path == unit_path or path.startswith(unit_path + ".d/"))
+def _touches_unit(path: str, unit_path: str, dropins: frozenset[str] = frozenset()) -> bool:
+    return path in dropins or (bool(unit_path) and (path == unit_path or path.startswith(unit_path + ".d/")))
 
 
 def run(state: dict[str, Any], *, check: bool, runner: Runner = run_command) -> dict[str, Any]:
@@ -543,7 +544,8 @@ def _check_unit(
     why: list[str] = []
     before: dict[str, Any] = {"unit": name}
     after: dict[str, Any] = {"unit": name}
-    if any(_touches_unit(p, str(item.get("path") or "")) for p in changed_paths):
+    dropins = frozenset(str(d) for d in item.get("dropins") or [])
+    if any(_touches_unit(p, str(item.get("path") or ""), dropins) for p in changed_paths):
         why.append("reload")
         before["loaded"] = "stale"
         after["loaded"] = "reloaded"

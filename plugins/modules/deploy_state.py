@@ -3,13 +3,16 @@
 """The deployed state of an SGLang host as one transaction: snapshot, restore, verdict records.
 
 The state a run can change on a host: the `current` release link, the unit file and its drop-ins,
-the NCCL environment file, the key/credential files and launch-args.json. Before a stage changes
+the NCCL environment file and launch-args.json. The key/credential file is ``kept``: never recorded,
+never restored, so a key this run rotated stays in force with the restored release (a rollback must
+not silently bring a retired key back). Before a stage changes
 the host the state in force is recorded (``snapshot``) when it is the last one a verify verdict
 passed (``mark_good``), or when nothing was recorded yet; a failed health wait, layer or gate puts
 all of it back (``restore``) under the rules of a rollback (the release is complete, its receipt
 says its checks passed, its SGLang parsed the argv of the restored launch-args.json). A failed
 verdict's combination (release, launch spec, environment digests) is remembered (``mark_bad``)
-and ``status`` reports it, so the next run can refuse to deploy it again.
+and ``status`` reports it, so the next run can refuse to deploy it again; never the combination the
+last passed verdict recorded (``verified.json``): a failure of that one is not the combination's.
 """
 
 from __future__ import annotations
@@ -44,7 +47,11 @@ description:
     (complete, receipt checks passed, C(.launch-ok-<hash>) marker of the restored argv), writes each
     file through a temporary file and rename(2), removes managed files the snapshot did not have, and
     moves the link with a temporary link and rename(2). Check mode reports what it would change.
-  - Copies of the files are root 0600 inside a root 0700 directory (the key file is among them).
+  - Copies of the files are root 0600 inside a root 0700 directory.
+  - Paths in O(managed.kept) (the API key/credential file) are outside the state, never copied, never
+    restored (also when an older snapshot has them), not in the digest; a rotated key stays in force.
+  - C(mark_bad) never records the combination C(mark_good) recorded in C(verified.json) (the last good
+    one); C(recorded) then says so.
   - Secrets are never returned (only paths, digests and the release id).
 options:
   action:
@@ -71,6 +78,12 @@ options:
         type: list
         elements: path
         default: []
+      kept:
+        description: Files a run writes that are outside the state (the key/credential file) - never
+          recorded, never restored, left as the run wrote them.
+        type: list
+        elements: path
+        default: []
       link:
         description: The release link (C(<sglang_root>/current)); its target is part of the state.
         type: path
@@ -83,7 +96,8 @@ options:
         description: The systemd unit whose running process C(status) reports (MainPID, the release it runs).
         type: str
   combination:
-    description: With C(mark_bad) and C(status), the combination a verdict judged (more keys are kept).
+    description: With C(mark_bad) and C(status), the combination a verdict judged (more keys are kept);
+      with C(mark_good), the combination in force (recorded in C(verified.json) so C(mark_bad) can tell it).
     type: dict
     suboptions:
       release_id: {description: The release C(current) pointed at., type: str}
@@ -180,6 +194,10 @@ taken:
   description: With C(snapshot), whether the snapshot was (or would be) written, and why not.
   returned: always
   type: str
+recorded:
+  description: With C(mark_bad), whether the combination was recorded known-bad, and why not.
+  returned: always
+  type: str
 """
 
 COMBINATION_KEYS = ("release_id", "launch_spec_sha256", "env_sha256")
@@ -208,14 +226,16 @@ def _describe(path: str) -> dict[str, Any]:
     }
 
 
-def _managed_paths(files: list[str], dirs: list[str], extra: list[str] | None = None) -> list[str]:
+def _managed_paths(
+    files: list[str], dirs: list[str], extra: list[str] | None = None, kept: frozenset[str] = frozenset()
+) -> list[str]:
     paths = set(files) | set(extra or [])
     for folder in dirs:
         with contextlib.suppress(FileNotFoundError, NotADirectoryError):
             for entry in os.scandir(folder):
                 if entry.is_file(follow_symlinks=False):
                     paths.add(entry.path)
-    return sorted(paths)
+    return sorted(paths - kept)
 
 
 def _link_target(link: str) -> str | None:
@@ -226,9 +246,13 @@ def _link_target(link: str) -> str | None:
 
 
 def state_in_force(
-    files: list[str], dirs: list[str], link: str, extra: list[str] | None = None
+    files: list[str],
+    dirs: list[str],
+    link: str,
+    extra: list[str] | None = None,
+    kept: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
-    entries = [_describe(p) for p in _managed_paths(files, dirs, extra)]
+    entries = [_describe(p) for p in _managed_paths(files, dirs, extra, kept)]
     target = _link_target(link)
     body = json.dumps({"entries": entries, "link": target}, sort_keys=True)
     return {
@@ -392,6 +416,7 @@ class DeployState:
         self.dirs = [str(p) for p in params["dirs"]]
         self.link = str(params["link"])
         self.launch_args = params.get("launch_args")
+        self.kept = frozenset(str(p) for p in params.get("kept") or [])
 
     def manifest(self) -> dict[str, Any] | None:
         data = _read_json(self.snap / "manifest.json")
@@ -401,7 +426,7 @@ class DeployState:
         manifest = self.manifest() or {}
         # paths the snapshot had stay managed (a drop-in added since is compared as present/absent)
         extra = [e["path"] for e in manifest.get("entries", [])]
-        return state_in_force(self.files, self.dirs, self.link, extra)
+        return state_in_force(self.files, self.dirs, self.link, extra, self.kept)
 
     def status(self, service: str | None, combination: dict[str, Any] | None) -> dict[str, Any]:
         now = self.in_force()
@@ -489,6 +514,8 @@ class DeployState:
         keys = ("present", "sha256", "mode", "uid", "gid")
         items: list[dict[str, Any]] = []
         for entry in manifest["entries"]:
+            if entry["path"] in self.kept:  # an older snapshot's key file: left as this run wrote it
+                continue
             current = have.get(entry["path"], {"present": False})
             if all(current.get(k) == entry.get(k) for k in keys):
                 continue
@@ -496,7 +523,7 @@ class DeployState:
                 items.append({"path": entry["path"], "action": "written", "entry": entry})
             elif current.get("present"):
                 items.append({"path": entry["path"], "action": "removed"})
-        recorded = {e["path"] for e in manifest["entries"]}
+        recorded = {e["path"] for e in manifest["entries"]} | self.kept
         items += [
             {"path": path, "action": "removed (not in the snapshot)"}
             for path, current in have.items()
@@ -551,23 +578,31 @@ class DeployState:
             switch_link(self.link, target)
         return [{"path": self.link, "action": f"link -> {target} (was {_link_target(self.link)})"}]
 
-    def mark_good(self, check: bool, verdict: str) -> bool:
+    def mark_good(self, check: bool, verdict: str, combination: dict[str, Any] | None = None) -> bool:
         now = self.in_force()
         old = _read_json(self.dir / "verified.json") or {}
-        if old.get("digest") == now["digest"]:
+        good = _combination(combination) if combination else None
+        if old.get("digest") == now["digest"] and (good is None or old.get("combination") == good):
             return False
         if not check:
             _ensure_dir(self.dir)
             record = {"digest": now["digest"], "release": now["release"], "status": verdict,
+                      "combination": good,
                       "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}  # fmt: skip
             _write_atomic(self.dir / "verified.json", json.dumps(record, indent=2).encode(), 0o600)
         return True
 
-    def mark_bad(self, check: bool, combination: dict[str, Any], reason: str) -> bool:
+    def mark_bad(self, check: bool, combination: dict[str, Any], reason: str) -> tuple[bool, str]:
         records = _read_json(self.dir / "known-bad.json") or []
         want = _combination(combination)
+        verified = _read_json(self.dir / "verified.json") or {}
+        if verified.get("combination") == want:
+            return False, (
+                "not recorded known-bad: it is the last good combination; the failure is not the "
+                f"combination's (verified good at {verified.get('at')})"
+            )
         if any(_combination(r) == want for r in records):
-            return False
+            return False, "recorded known-bad already"
         if not check:
             _ensure_dir(self.dir)
             record = {**{k: str(v) for k, v in combination.items()}, "reason": reason,
@@ -575,7 +610,7 @@ class DeployState:
             _write_atomic(
                 self.dir / "known-bad.json", json.dumps([*records, record], indent=2).encode(), 0o600
             )
-        return True
+        return True, "recorded known-bad"
 
 
 def main() -> None:
@@ -593,6 +628,7 @@ def main() -> None:
                     "state_dir": {"type": "path", "default": "/var/lib/sglang-deploy/state"},
                     "files": {"type": "list", "elements": "path", "default": []},
                     "dirs": {"type": "list", "elements": "path", "default": []},
+                    "kept": {"type": "list", "elements": "path", "default": []},
                     "link": {"type": "path", "required": True},
                     "launch_args": {"type": "path"},
                     "service": {"type": "str"},
@@ -609,7 +645,7 @@ def main() -> None:
     params = module.params
     state = DeployState(params["managed"])
     check = module.check_mode
-    result: dict[str, Any] = {"changed": False, "items": [], "taken": ""}
+    result: dict[str, Any] = {"changed": False, "items": [], "taken": "", "recorded": ""}
     try:
         if params["action"] == "snapshot":
             changed, why, _ = state.snapshot(check)
@@ -623,9 +659,11 @@ def main() -> None:
             items = state.switch(check, params["release"], params.get("server_args"))
             result.update(changed=bool(items), items=items)
         elif params["action"] == "mark_good":
-            result["changed"] = state.mark_good(check, params["reason"] or "passed")
+            verdict = params["reason"] or "passed"
+            result["changed"] = state.mark_good(check, verdict, params.get("combination"))
         elif params["action"] == "mark_bad":
-            result["changed"] = state.mark_bad(check, params["combination"], params["reason"])
+            changed, note = state.mark_bad(check, params["combination"], params["reason"])
+            result.update(changed=changed, recorded=note)
     except (RuntimeError, ValueError, OSError) as exc:
         module.fail_json(msg=str(exc), **result)
     result.update(state.status(params["managed"].get("service"), params.get("combination")))

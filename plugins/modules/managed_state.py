@@ -28,8 +28,8 @@ description:
   - A file with O(state.files[].secret=true) takes its content from O(secrets), a C(no_log) option
     (the invocation logged on the host masks it), and never shows it, nor a hash of it, in RV(diff)
     or RV(items).
-  - A unit is reloaded (C(systemctl daemon-reload)) when its file O(state.units[].path) or a file
-    under C(<path>.d/) changed in this call, then enabled or disabled.
+  - A unit is reloaded (C(systemctl daemon-reload)) when its file O(state.units[].path), a file
+    under C(<path>.d/) or one of O(state.units[].dropins) changed in this call, then enabled or disabled.
 version_added: "0.1.0"
 author: sglang-deploy contributors
 options:
@@ -151,6 +151,13 @@ options:
           path:
             description: The unit's file; when it or a file under C(<path>.d/) changed, systemd is reloaded.
             type: str
+          dropins:
+            description: Drop-ins of the unit in other directories (a runtime
+              C(/run/systemd/system/<unit>.d/x.conf)); when one changed (an O(state.absent) item
+              removed it), systemd is reloaded.
+            type: list
+            elements: str
+            default: []
           trigger: {description: Sets RV(triggered) when this item changes., type: bool, default: false}
   secrets:
     description:
@@ -293,7 +300,12 @@ ARGUMENT_SPEC: dict[str, Any] = {
                 path={"type": "str", "required": True},
                 keep={"type": "list", "elements": "str", "default": []},
             ),
-            "units": _items(name={"type": "str", "required": True}, enabled="bool", path="str"),
+            "units": _items(
+                name={"type": "str", "required": True},
+                enabled="bool",
+                path="str",
+                dropins={"type": "list", "elements": "str", "default": []},
+            ),
         },
     },
     "secrets": {

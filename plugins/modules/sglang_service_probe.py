@@ -30,6 +30,15 @@ difference) come back: never an environment value, except the running and wanted
 differing non-secret NCCL_* name when short and plain. A LoadCredential= file (`credentials`) whose
 source changed after systemd copied it into /run/credentials/<unit>/ for the running process (a
 rotated key) is drift too, compared by sha256 only.
+
+The unit's drop-ins (`dropins`: {"unit", "managed_dir"}, answered as `foreign_dropins`): every
+drop-in systemd loads for the unit from a directory other than the role's own drop-in directory
+`managed_dir` (whose files the role's host state prunes itself): what systemd says it loaded
+(`systemctl show -p DropInPaths`) and, so that one written since the last daemon-reload is seen
+too, the `*.conf` files of `<unit>.d/`, the unit's prefix directories (`sglang-.service.d/`) and
+`service.d/` under every directory of systemd's unit search path (`systemd-analyze unit-paths`).
+A drop-in an OS package owns (`dpkg-query -S`: a vendor default such as a distribution's top-level
+`service.d/` file) is answered apart as `vendor_dropins` (the role never removes a package's file).
 """
 
 from __future__ import annotations
@@ -97,6 +106,11 @@ options:
         type: list
         elements: path
       devices: {description: Answer the /dev/nvidia* character devices., type: bool}
+      dropins:
+        description: The unit (C(unit)) and the role's drop-in directory (C(managed_dir)); the drop-ins
+          systemd loads for the unit from any other directory are answered as C(foreign_dropins)
+          (C(vendor_dropins) those an OS package owns).
+        type: dict
       addresses: {description: Answer the interface addresses with prefix., type: bool}
       process:
         description: The wanted process (unit
@@ -205,6 +219,66 @@ def stale_credentials(unit: str, credentials: list[dict[str, str]]) -> list[str]
     return stale
 
 
+# systemd's unit search path for the system manager when systemd-analyze cannot say it
+UNIT_PATHS = (
+    "/etc/systemd/system.control", "/run/systemd/system.control", "/run/systemd/transient",
+    "/run/systemd/generator.early", "/etc/systemd/system", "/etc/systemd/system.attached",
+    "/run/systemd/system", "/run/systemd/system.attached", "/run/systemd/generator",
+    "/usr/local/lib/systemd/system", "/usr/lib/systemd/system", "/run/systemd/generator.late",
+)  # fmt: skip
+
+
+def _stdout(argv: list[str]) -> str:
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, check=False, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+def dropin_dirnames(unit: str) -> list[str]:
+    """The drop-in directory names systemd reads for ``unit``: ``<unit>.d``, each dash prefix
+    (``a-b-c.service`` -> ``a-b-.service.d``, ``a-.service.d``) and the type's ``service.d``."""
+    stem, dot, kind = unit.rpartition(".")
+    if not dot:
+        return [f"{unit}.d"]
+    names = [f"{unit}.d"]
+    parts = stem.split("-")
+    names += [f"{'-'.join(parts[:i])}-.{kind}.d" for i in range(len(parts) - 1, 0, -1)]
+    return [*names, f"{kind}.d"]
+
+
+def foreign_dropins(
+    unit: str, managed_dir: str, loaded: list[str], unit_paths: list[str] | None = None
+) -> list[str]:
+    """Drop-ins of ``unit`` outside ``managed_dir``: ``loaded`` (systemd's DropInPaths) and the
+    ``*.conf`` files of its drop-in directories under each unit path."""
+    found = set(loaded)
+    for base in unit_paths or UNIT_PATHS:
+        for name in dropin_dirnames(unit):
+            found.update(glob.glob(os.path.join(glob.escape(base), glob.escape(name), "*.conf")))
+    managed = os.path.normpath(managed_dir)
+    return sorted(p for p in found if os.path.dirname(os.path.normpath(p)) != managed)
+
+
+def package_owned(paths: list[str]) -> set[str]:
+    """The paths dpkg lists as a package's files (`dpkg-query -S`: `pkg[, pkg]: /path` lines)."""
+    if not paths:
+        return set()
+    out = _stdout(["dpkg-query", "-S", "--", *paths])
+    owned = {line.split(": ", 1)[1].strip() for line in out.splitlines() if ": /" in line}
+    return owned & set(paths)
+
+
+def unit_dropins(spec: dict[str, Any]) -> dict[str, list[str]]:
+    """{"foreign": drop-ins the role removes, "vendor": package-owned ones it reports only}."""
+    unit = str(spec["unit"])
+    shown = _stdout(["systemctl", "show", "-p", "DropInPaths", "--value", "--", unit]).split()
+    paths = [p for p in _stdout(["systemd-analyze", "unit-paths"]).splitlines() if p.startswith("/")]
+    found = foreign_dropins(unit, str(spec["managed_dir"]), shown, paths or None)
+    vendor = package_owned([p for p in found if p.startswith(("/usr/", "/lib/"))])
+    return {"foreign": [p for p in found if p not in vendor], "vendor": sorted(vendor)}
+
+
 def nvidia_devices() -> list[str]:
     """The NVIDIA character devices the host has (/dev/nvidia*, /dev/nvidia-caps/*)."""
     found = []
@@ -251,6 +325,11 @@ def probe(spec: dict[str, Any]) -> dict[str, Any]:
         "process": process_state(spec["process"], release) if spec.get("process") else None,
         "nvidia_devices": nvidia_devices() if spec.get("devices") else [],
         "addresses": addresses() if spec.get("addresses") else [],
+        **(
+            {f"{k}_dropins": v for k, v in unit_dropins(spec["dropins"]).items()}
+            if spec.get("dropins")
+            else {"foreign_dropins": [], "vendor_dropins": []}
+        ),
     }
 
 

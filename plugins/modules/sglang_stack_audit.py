@@ -17,7 +17,12 @@ complete (<dir>/.complete); it checks:
 * the files of the patched distributions and, with records=locked, of every distribution the lock
   pins by hash, against their RECORD (sha256 + size); the files the patch series touches are
   compared with the receipt's `patched_files` instead (they differ from RECORD by design);
-* the owner of every checked file (a chown -R of the release is drift).
+* the owner of every checked file (a chown -R of the release is drift);
+* the files Python runs at start-up from site-packages (``*.pth``, whose ``import`` lines are
+  executed, ``sitecustomize.py``, ``usercustomize.py``): one that no installed distribution's RECORD
+  lists is drift (``startup_files``; the role removes it), one a RECORD lists must have its content
+  (else its distribution is reinstalled). They change what the server runs without any locked file
+  changing, so they are checked on every audit, whatever ``records`` says (they are a few bytes).
 
 Hashing 11 GB costs tens of seconds, so a file's RECORD verdict is cached in the state file under its
 stat signature (size, mtime_ns, ctime_ns, inode): an unchanged signature means unchanged content
@@ -58,6 +63,9 @@ description:
     (missing, other version, extra), the files of the patched distributions (and with C(records=locked) of
     every hash-pinned one) with their RECORD, the patched files with the receipt, and the owner of every
     checked file. RECORD verdicts are cached under each file's stat signature.
+  - Start-up files in site-packages (C(*.pth), C(sitecustomize.py), C(usercustomize.py)) that no installed
+    distribution's RECORD lists are returned as C(startup_files) (drift); listed ones are hashed against
+    their RECORD row on every audit.
 options:
   spec:
     suboptions:
@@ -155,6 +163,52 @@ def record_rows(purelib: Path, dist_info: str) -> list[tuple[str, str, int]]:
     except OSError:
         pass
     return rows
+
+
+STARTUP_NAMES = frozenset({"sitecustomize.py", "usercustomize.py"})
+
+
+def startup_files(purelib: Path) -> list[str]:
+    """The files of site-packages that Python's site module runs at start-up: every ``*.pth`` (its
+    lines starting with ``import`` are executed), ``sitecustomize.py`` and ``usercustomize.py``."""
+    try:
+        entries = list(os.scandir(purelib))
+    except OSError:
+        return []
+    return sorted(
+        e.name
+        for e in entries
+        if (e.name.endswith(".pth") or e.name in STARTUP_NAMES) and not e.is_dir(follow_symlinks=False)
+    )
+
+
+def startup_drift(
+    purelib: Path, have: dict[str, dict[str, str]], checked: frozenset[str] = frozenset()
+) -> tuple[list[str], list[tuple[str, str, str]]]:
+    """(start-up files no installed distribution's RECORD lists, [(dist, rel, why)] of listed ones
+    whose content differs from their RECORD row; files of the ``checked`` distributions are left to
+    the RECORD check)."""
+    found = startup_files(purelib)
+    if not found:
+        return [], []
+    wanted = set(found)
+    owners: dict[str, list[tuple[str, str, int]]] = {}
+    for name, info in have.items():
+        for rel, want, size in record_rows(purelib, info["dist_info"]):
+            if rel in wanted:
+                owners.setdefault(rel, []).append((name, want, size))
+    unowned = [rel for rel in found if rel not in owners]
+    changed = []
+    for rel, rows in sorted(owners.items()):
+        if any(name in checked for name, _, _ in rows):
+            continue
+        try:
+            b64, _hex = digest(str(purelib / rel))
+        except OSError:
+            b64 = ""
+        if all(b64 != want for _, want, _ in rows):
+            changed.append((rows[0][0], rel, "start-up file, content differs from RECORD"))
+    return unowned, changed
 
 
 def signature(st: os.stat_result) -> list[int]:
@@ -363,6 +417,11 @@ def audit(spec: dict[str, Any]) -> dict[str, Any]:
         run.queue_records({d: record_rows(purelib, have[d]["dist_info"]) for d in checked})
     run.queue_touched()
     hashed = run.hash_queued()
+    unowned, startup_changed = startup_drift(
+        purelib, have, frozenset(checked) if scope != "none" else frozenset()
+    )
+    for dist_name, rel, why in startup_changed:
+        run.note(dist_name, rel, why)
     recorded: dict[str, str] = receipt.get("patched_files", {})
     patched_drift = sorted(rel for rel, want in recorded.items() if run.patched_sums.get(rel) != want)
     written = bool(spec.get("write_state")) and run.new != old
@@ -381,8 +440,11 @@ def audit(spec: dict[str, Any]) -> dict[str, Any]:
             "patched_drift": patched_drift,
             "patched_sums": dict(sorted(run.patched_sums.items())),
             "foreign_owner": run.foreign,
+            "startup_files": unowned,
             "reinstall": sorted(set(missing) | set(other) | set(run.drifted)),
-            "drift": bool(missing or other or extra or run.drifted or patched_drift or run.foreign),
+            "drift": bool(
+                missing or other or extra or run.drifted or patched_drift or run.foreign or unowned
+            ),
             "stats": {
                 "distributions_checked": len(checked) if scope != "none" else 0,
                 "files_checked": run.files + len(run.touched),

@@ -54,6 +54,13 @@ TAMPERS: dict[str, tuple[str, str, str]] = {
         SERVICE_STATE,
         "override.conf: state: file -> absent",
     ),
+    "runtime_dropin": (
+        # a drop-in systemd loads from /run (no managed file changes): the probe asks systemd
+        "mkdir -p /run/systemd/system/sglang-kimi.service.d && printf '[Service]\\nEnvironment=DRIFT=1\\n'"
+        " > /run/systemd/system/sglang-kimi.service.d/x.conf && systemctl daemon-reload",
+        SERVICE_STATE,
+        "/run/systemd/system/sglang-kimi.service.d/x.conf",
+    ),
     "api_key_file_deleted": (
         "rm -f /etc/sglang/sglang-config.yaml",
         # the state module names the file, never its content (a path is not a secret: readable)
@@ -75,6 +82,12 @@ TAMPERS: dict[str, tuple[str, str, str]] = {
         f"echo '# appended by hand' >> {SP}/sglang/srt/layers/communicator.py",
         "sglang_stack : Report patched files that differ from the receipt (drift)",
         "communicator.py",
+    ),
+    "startup_pth_in_release_venv": (
+        # Python runs its `import` line at every start; no distribution's RECORD lists it
+        f"printf 'import os\\n' > {SP}/zz-drift.pth",
+        "sglang_stack : Report start-up files no distribution owns (drift)",
+        "zz-drift.pth",
     ),
     "other_version_of_pinned_package": (
         f"{UV} pip install -q --python {PY} transformers==4.57.0",
@@ -197,6 +210,8 @@ def test_one_up_repairs_everything_then_no_drift_and_no_change(rounds: dict[str,
     assert summary["hosts"][LAB_HOST]["changed"] > 0
     assert lab_exec("readlink", "/opt/sglang/current").strip().startswith("releases/")
     assert not lab_exec("sh", "-c", f"ls {DROPIN} 2>/dev/null || true").strip()
+    assert "x.conf" not in lab_exec("systemctl", "show", "-p", "DropInPaths", "sglang-kimi.service")
+    assert not lab_exec("sh", "-c", f"ls {SP}/zz-drift.pth 2>/dev/null || true").strip()
     assert lab_exec("stat", "-c", "%a %U", "/etc/sglang/sglang-config.yaml").split() == ["600", "root"]
     assert lab_exec("systemctl", "is-enabled", "sglang-kimi.service", check=False).strip() == "enabled"
     assert "V13.0.88" in lab_exec("/opt/cuda/13.0.1/bin/nvcc", "--version")

@@ -102,9 +102,10 @@ def switch(release: str) -> None:
 
 
 def no_key_anywhere(output: str, controller_dirs: list[Path]) -> None:
-    """The key in none of the output, the host's generated files, the controller's copies. The one copy
-    of the key file the deploy_state role keeps (the last good state, to restore it) is root 0600 in a
-    root 0700 directory, and nowhere else under /var/lib/sglang-deploy."""
+    """The key in none of the output, the host's generated files, the controller's copies. A copy of
+    the key file under the deploy_state role's directory (none since the key is kept out of the
+    state; an older snapshot may hold one) is root 0600 in a root 0700 directory, and nowhere else
+    under /var/lib/sglang-deploy."""
     assert KEY not in output
     leaked = lab_exec(
         "sh", "-c", f"grep -rl --exclude-dir=state {shlex.quote(KEY)} /var/lib/sglang-deploy || true"

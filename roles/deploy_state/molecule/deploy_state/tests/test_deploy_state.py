@@ -1,7 +1,8 @@
 """deploy_state scenario (testinfra): the snapshot of the converged host is private and complete; one
-restore puts back every kind of change a failed run leaves (unit, drop-in, NCCL env, a removed key
-file, the release link) and restarts the unit; the failed combination is refused by the next run
-unless overridden; an unverified state never replaces the last good snapshot."""
+restore puts back every kind of change a failed run leaves (unit, drop-in, NCCL env, the release
+link) and restarts the unit; the failed combination is refused by the next run unless overridden; a
+run that rotates only the key and fails keeps the new key in force and records nothing known-bad; an
+unverified state never replaces the last good snapshot."""
 
 from __future__ import annotations
 
@@ -14,6 +15,11 @@ import moltest
 STATE = "/var/lib/sglang-deploy/state"
 UNIT = "/etc/systemd/system/sglang-kimi.service"
 DROPIN = "/etc/systemd/system/sglang-kimi.service.d/override.conf"
+KEY = "/etc/sglang/api-key.env"
+
+
+def restore_record(out: str) -> dict[str, Any]:
+    return dict(json.loads(out.split('"RESTORE ', 1)[1].split('"\n', 1)[0].replace('\\"', '"')))
 
 
 def main_pid(host: Any) -> str:
@@ -28,28 +34,29 @@ def test_the_snapshot_is_private_and_names_the_release(host: Any) -> None:
     manifest = json.loads(host.file(f"{STATE}/snapshot/manifest.json").content_string)
     assert manifest["release"] == "r1"
     paths = {e["path"] for e in manifest["entries"]}
-    assert {UNIT, "/etc/sglang/nccl.env", "/etc/sglang/api-key.env", "/etc/sglang/launch-args.json"} <= paths
+    assert {UNIT, "/etc/sglang/nccl.env", "/etc/sglang/launch-args.json"} <= paths
+    assert KEY not in paths  # the key file is kept, never restored
     for entry in manifest["entries"]:
         copy = host.file(f"{STATE}/snapshot/files/{entry['copy']}")
         assert copy.mode == 0o600
         assert copy.user == "root"
     verified = json.loads(host.file(f"{STATE}/verified.json").content_string)
     assert verified["digest"] == manifest["digest"]
+    assert verified["combination"]["release_id"] == "r1"
 
 
 def test_one_restore_puts_back_everything_and_restarts(host: Any) -> None:
-    before = {p: host.file(p).sha256sum for p in (UNIT, "/etc/sglang/nccl.env", "/etc/sglang/api-key.env")}
+    before = {p: host.file(p).sha256sum for p in (UNIT, "/etc/sglang/nccl.env")}
     pid = main_pid(host)
     rc, out = moltest.run_playbook("tamper_restore.yml")
     assert rc == 0, out[-4000:]
-    restored = json.loads(out.split('"RESTORE ', 1)[1].split('"\n', 1)[0].replace('\\"', '"'))
+    restored = restore_record(out)
     assert restored["status"] == "done"
     assert restored["restarted"] is True
     assert {i["path"].rsplit("/", 1)[-1] for i in restored["items"]} == {
-        "sglang-kimi.service", "override.conf", "nccl.env", "api-key.env", "current",
+        "sglang-kimi.service", "override.conf", "nccl.env", "current",
     }  # fmt: skip
     assert {p: host.file(p).sha256sum for p in before} == before
-    assert host.file("/etc/sglang/api-key.env").mode == 0o600
     assert not host.file(DROPIN).exists
     assert host.file("/opt/sglang/current").linked_to == "/opt/sglang/releases/r1"
     assert host.service("sglang-kimi").is_running
@@ -85,3 +92,29 @@ def test_an_unverified_state_keeps_the_last_good_snapshot(host: Any) -> None:
         assert entry["sha256"] == hashlib.sha256(b"NCCL_P2P_LEVEL=SYS\n").hexdigest()
     finally:
         host.run_test("sed -i '/NCCL_ALGO=Ring/d' /etc/sglang/nccl.env")
+
+
+def test_a_key_rotation_stays_in_force_and_is_never_known_bad(host: Any) -> None:
+    """A run that rotates only the key, restarts the unit and fails verify: the restore restarts the
+    unit on the restored state with the NEW key file, and the failed combination (the last good one:
+    the key is not in it) is not recorded known-bad."""
+    bad_before = host.file(f"{STATE}/known-bad.json").content_string
+    old_key = host.file(KEY).sha256sum
+    pid = main_pid(host)
+    rc, out = moltest.run_playbook("rotate_key.yml")
+    assert rc == 0, out[-4000:]
+    restored = restore_record(out)
+    assert restored["status"] == "done"
+    assert restored["restarted"] is True
+    assert restored["items"] == []
+    new_key = host.file(KEY)
+    assert new_key.sha256sum != old_key
+    assert new_key.sha256sum == hashlib.sha256(b"SGLANG_API_KEY=MoleculeRotatedKey-9876543210\n").hexdigest()
+    assert new_key.mode == 0o600
+    assert main_pid(host) != pid
+    assert host.service("sglang-kimi").is_running
+    assert "not recorded known-bad: it is the last good combination" in out
+    assert "the failure is not the combination's" in out
+    assert host.file(f"{STATE}/known-bad.json").content_string == bad_before
+    rc, out = moltest.run_playbook("known_bad.yml")  # the next run deploys it
+    assert rc == 0, out[-3000:]

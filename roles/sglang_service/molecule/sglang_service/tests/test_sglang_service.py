@@ -319,6 +319,39 @@ def test_foreign_dropin_and_directory_owner_are_drift(host):
     assert recap["changed"] == 0, out[-4000:]
 
 
+def test_dropins_systemd_loads_from_other_directories_are_drift(host):
+    """A runtime drop-in (/run/systemd/system/<unit>.d/x.conf, loaded by a daemon-reload) and a
+    vendor-directory one written without a reload: no managed file changes, yet systemd runs the
+    unit differently. --check names both (systemd's DropInPaths and the unit search path), a run
+    removes them, reloads systemd and restarts the unit through the role's one restart path."""
+    run_dir = f"/run/systemd/system/{UNIT}.service.d"
+    lib_dir = f"/usr/lib/systemd/system/{UNIT}.service.d"
+    host.check_output(
+        f"mkdir -p {run_dir} {lib_dir} && printf '[Service]\\nEnvironment=DRIFT_RUN=1\\n' > {run_dir}/x.conf"
+        f" && printf '[Service]\\nEnvironment=DRIFT_LIB=1\\n' > {lib_dir}/y.conf && systemctl daemon-reload"
+    )
+    assert f"{run_dir}/x.conf" in _show(host, "DropInPaths")
+    rc, out = moltest.run_playbook("service.yml", "--check", "--diff")
+    assert rc == 0, out[-4000:]
+    changed = _changed_tasks_and_handlers(out)
+    assert changed == [STATE_TASK, "sglang_service : Restart sglang service"], out[-4000:]
+    assert f'"path": "{run_dir}/x.conf"' in out, out[-4000:]
+    assert f'"path": "{lib_dir}/y.conf"' in out, out[-4000:]
+    assert host.file(f"{run_dir}/x.conf").exists, "check mode removed the drop-in"
+    before = _start_stamp(host)
+    rc, out, recap = run_playbook()
+    assert rc == 0, out[-4000:]
+    assert not host.file(f"{run_dir}/x.conf").exists
+    assert not host.file(f"{lib_dir}/y.conf").exists
+    assert "x.conf" not in _show(host, "DropInPaths")
+    assert "DRIFT_" not in _show(host, "Environment")
+    assert _start_stamp(host) != before, "the unit was not restarted without the drop-ins"
+    host.check_output(f"rmdir {run_dir} {lib_dir}")
+    rc, out, recap = run_playbook()
+    assert rc == 0, out[-4000:]
+    assert recap["changed"] == 0, out[-4000:]
+
+
 def test_unhealthy_double_fails_with_journal_lines(host):
     name = "sglang-unhealthy"
     extra = {

@@ -120,3 +120,22 @@ def test_tampered_directory_and_uv_requirement_reported_by_one_task_and_restored
     assert host.file(f"{ROOT}/locks").mode == 0o755
     assert host.file(req).content_string == wanted
     assert host.file(req).mode == 0o644
+
+
+def test_a_startup_file_no_distribution_owns_is_reported_then_removed(host: Any) -> None:
+    """A .pth with an `import` line and a sitecustomize.py dropped into site-packages (no RECORD lists
+    them; Python runs them at every start): --check names both and changes nothing, a run removes them."""
+    sp = site_packages(host)
+    pth, custom = f"{sp}/zz-drift.pth", f"{sp}/sitecustomize.py"
+    host.check_output(f"printf 'import os\\n' > {pth} && printf 'x = 1\\n' > {custom}")
+    rc, out = playbook("--check")
+    assert rc == 0, out[-3000:]
+    assert "start-up files" in out, out[-3000:]
+    assert "zz-drift.pth" in out, out[-3000:]
+    assert "sitecustomize.py" in out, out[-3000:]
+    assert host.file(pth).exists, "check mode removed a file"
+    assert host.file(custom).exists, "check mode removed a file"
+    rc, out = playbook()
+    assert rc == 0, out[-3000:]
+    assert not host.file(pth).exists
+    assert not host.file(custom).exists
