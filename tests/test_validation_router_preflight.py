@@ -103,6 +103,11 @@ BAD: dict[str, tuple[dict[str, Any], str, str]] = {
         'sglang_router_ip_address_allow=["localhost", "any"] is not valid',
         "sglang_router_ip_address_allow_any: true to opt in",
     ),
+    "api_url_off_host": (
+        {"sglang_router_api_url": "http://router.example:30080"},
+        'sglang_router_api_url="http://router.example:30080" is not valid',
+        "http(s)://LOOPBACK:PORT",
+    ),
     "allow_any_opt_in_not_boolean": (
         {"sglang_router_ip_address_allow": ["any"], "sglang_router_ip_address_allow_any": "yes please"},
         # the argument spec of the role's validate entry point refuses it first
@@ -133,8 +138,9 @@ def test_router_input_fails_in_preflight(run: Any, case: str) -> None:
         {},
         {"sglang_router_ip_address_allow": ["any"], "sglang_router_ip_address_allow_any": True},
         {"sglang_router_host": "10.0.0.5", "sglang_router_ip_address_allow": ["localhost", "10.0.0.0/24"]},
+        {"sglang_router_api_url": "http://127.0.0.1:30080"},
     ],
-    ids=["defaults", "any_opted_in", "client_network"],
+    ids=["defaults", "any_opted_in", "client_network", "api_url_loopback"],
 )
 def test_router_inputs_pass(run: Any, over: dict[str, Any]) -> None:
     proc = run(over)
