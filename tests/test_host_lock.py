@@ -315,3 +315,68 @@ def test_bad_lock_input_is_named(lab: dict[str, Any]) -> None:
     assert proc.returncode == 2
     assert 'bad lock input: sglang_lock_stale_after_s="-5": allowed an integer >= 0' in out, out[-3000:]
     assert not lab["lock"].exists()
+
+
+# Issue 32 item 2: router hosts take the same lock (site.yml and router.yml import lock_take.yml and
+# lock_release.yml with __sglang_lock_hosts naming sglang_routers); a router-only host records no
+# server state (the deploy_state snapshot is for sglang_servers only).
+ROUTER_PLAY = """---
+- name: Take
+  ansible.builtin.import_playbook: {repo}/playbooks/lock_take.yml
+  vars:
+    __sglang_lock_hosts: sglang_servers:sglang_routers
+
+- name: The run's work on the router host
+  hosts: sglang_routers
+  gather_facts: false
+  tasks:
+    - name: Say the lock is held
+      ansible.builtin.copy:
+        content: "{{{{ lookup('ansible.builtin.file', sglang_lock_path) }}}}"
+        dest: "{{{{ playbook_dir }}}}/held-{{{{ run_name }}}}.json"
+        mode: "0644"
+    - name: Wait for the go file
+      ansible.builtin.wait_for:
+        path: "{{{{ playbook_dir }}}}/go"
+        timeout: 120
+      when: wait | default(false) | bool
+
+- name: Release
+  ansible.builtin.import_playbook: {repo}/playbooks/lock_release.yml
+  vars:
+    __sglang_lock_hosts: sglang_servers:sglang_routers
+"""
+
+
+def test_a_router_host_takes_the_same_lock(lab: dict[str, Any]) -> None:
+    tmp = lab["tmp"]
+    (tmp / "hosts.yml").write_text(
+        "all:\n  children:\n    sglang_routers:\n      hosts:\n        localhost:\n"
+        "          ansible_connection: local\n          ansible_become: false\n"
+        f"          ansible_python_interpreter: {sys.executable}\n"
+        f"          sglang_lock_path: {tmp}/run/lock\n"
+    )
+    (tmp / "play.yml").write_text(ROUTER_PLAY.format(repo=REPO))
+    first = subprocess.Popen(
+        cmd(lab, "-e", "run_name=a wait=true"), cwd=REPO, env=lab["env"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        wait_for(tmp / "held-a.json")
+        holder = json.loads(lab["lock"].read_text())["holder"]
+        assert holder["pid"] == first.pid
+        second = run(lab, "-e", "run_name=b")
+        out = second.stdout + second.stderr
+        assert second.returncode == 2, out[-3000:]
+        assert f"is held by run {holder['run_id']}: pid {first.pid}" in out, out[-3000:]
+        assert not (tmp / "held-b.json").exists()  # failed before its work
+        (tmp / "go").write_text("")
+        out_a, _ = first.communicate(timeout=120)
+        assert first.returncode == 0, out_a[-3000:]
+        assert "TASK [Record the state in force" in out_a, out_a[-3000:]
+        assert "TASK [deploy_state" not in out_a, out_a[-3000:]  # no server state on a router-only host
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    assert not lab["lock"].exists()  # released at the end

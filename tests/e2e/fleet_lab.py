@@ -17,8 +17,14 @@ The replicas are registered by their IPs on the fleet's docker network (each ser
 sglang_router_worker_url), which the controller reaches too; sglang_router_url keeps its default (the
 router container's name: the plays that use it run on the replicas and the router, which resolve it).
 The router demands its client key (the role's default,
-sglang_router_api_key_required: true; the key is a test-only value in the inventory): the roll's drain
-and readmit, status and verify's router benchmark reach it with that key, as a real fleet's would.
+sglang_router_api_key_required: true; the key is a test-only value in the inventory): verify's router
+benchmark and the client threads reach /generate with it. Its /workers takes only the admin key (the
+role's --control-plane-api-keys): the roll's drain and readmit and the role reach it from the router
+container itself (loopback), as a real fleet's would; the controller reads /workers with the admin key
+over the fleet's network only as the test's observer. The router is exposed to the fleet's network the
+way an inventory does it (the role's defaults are loopback and IPAddressAllow=localhost):
+sglang_router_host and sglang_router_prometheus_host 0.0.0.0, sglang_router_ip_address_allow
+[localhost, <the fleet network's subnet>].
 The servers run without a key and bind 0.0.0.0 (test only: sglang_allow_unauthenticated_bind)."""
 
 from __future__ import annotations
@@ -47,6 +53,9 @@ SERVER_PORT = 30000
 IP_FORMAT = '{{(index .NetworkSettings.Networks "NET").IPAddress}}'
 ROUTER_KEY = "Fleet-E2E-Router-Key-0123456789abcdef"  # test-only value (the fleet's inventory)
 AUTH = {"Authorization": f"Bearer {ROUTER_KEY}"}
+ADMIN_KEY = "Fleet-E2E-Router-Admin-Key-0123456789"  # test-only value (the fleet's inventory)
+ADMIN_AUTH = {"Authorization": f"Bearer {ADMIN_KEY}"}
+SUBNET_FORMAT = "{{(index .IPAM.Config 0).Subnet}}"
 
 
 def double_vars(*flags: str) -> dict[str, Any]:
@@ -104,6 +113,7 @@ class Fleet:
     tmp: Path
     inventory: Path = Path()
     ips: dict[str, str] = field(default_factory=dict)
+    subnet: str = ""
     created_s: float = 0.0
 
     @property
@@ -115,7 +125,7 @@ class Fleet:
 
     def workers(self) -> dict[str, bool]:
         """The router's /workers, read from the controller: url -> is_healthy."""
-        request = urllib.request.Request(f"{self.router_base}/workers", headers=AUTH)
+        request = urllib.request.Request(f"{self.router_base}/workers", headers=ADMIN_AUTH)
         with urllib.request.urlopen(request, timeout=5) as answer:
             body = json.loads(answer.read())
         return {w["url"]: bool(w["is_healthy"]) for w in body["workers"]}
@@ -146,6 +156,11 @@ def write_inventory(
         "ansible_become": False,
         "sglang_router_policy": "round_robin",
         "sglang_router_api_key": ROUTER_KEY,
+        "sglang_router_admin_api_key": ADMIN_KEY,
+        # exposed to the fleet's network (replicas, controller), as an inventory names its networks
+        "sglang_router_host": "0.0.0.0",
+        "sglang_router_prometheus_host": "0.0.0.0",
+        "sglang_router_ip_address_allow": ["localhost", fleet.subnet],
         "sglang_router_health_check_interval_secs": 2,
         "sglang_router_health_failure_threshold": 1,
         "sglang_router_health_success_threshold": 1,
@@ -187,6 +202,7 @@ def make_fleet(  # noqa: PLR0917 - a test fixture's one constructor
     started = time.monotonic()
     remove_fleet(fleet)
     docker("network", "create", fleet.network)
+    fleet.subnet = docker("network", "inspect", "-f", SUBNET_FORMAT, fleet.network).stdout.strip()
     jobs = [("--name", fleet.router)] + [("--name", n, "--image", image) for n in names]
     with ThreadPoolExecutor(len(jobs)) as pool:
         made = list(pool.map(lambda args: cli("lab", "create", *args), jobs))

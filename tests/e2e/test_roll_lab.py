@@ -35,7 +35,7 @@ from typing import Any
 
 import pytest
 from e2e_lab import cli, lab_exec
-from fleet_lab import AUTH, Fleet, double_vars, make_fleet, remove_fleet
+from fleet_lab import ADMIN_AUTH, AUTH, Fleet, double_vars, make_fleet, remove_fleet
 
 pytestmark = [pytest.mark.e2e, pytest.mark.fleet_lab]
 
@@ -238,7 +238,7 @@ def test_a_hand_added_worker_is_drift_and_removed_by_up(fleet: Fleet) -> None:
     try:
         request = urllib.request.Request(
             f"{fleet.router_base}/workers", data=json.dumps({"url": extra}).encode(),
-            headers={"Content-Type": "application/json", **AUTH}, method="POST",
+            headers={"Content-Type": "application/json", **ADMIN_AUTH}, method="POST",
         )  # fmt: skip
         with urllib.request.urlopen(request, timeout=10) as answer:
             assert answer.status == 202

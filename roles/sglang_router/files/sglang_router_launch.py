@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 # Managed by Ansible (role sglang_router): local edits are overwritten.
 """sglang-deploy's router launcher: ``python -m sglang_router.launch_router ARGS...`` with the client
-API key read from a file instead of the command line.
+API key and the admin key read from files instead of the command line.
 
-usage: python sglang_router_launch.py --api-key-credential NAME [ROUTER ARGS...]
+usage: python sglang_router_launch.py [--api-key-credential NAME] [--admin-api-key-credential NAME]
+       [ROUTER ARGS...]
 
 sglang-router 0.3.2 takes its key only as ``--api-key KEY`` (argv, visible in /proc/<pid>/cmdline and
 ``systemctl show``). systemd hands the unit the key file with ``LoadCredential=NAME:PATH`` (a private
@@ -14,6 +15,13 @@ copy under ``$CREDENTIALS_DIRECTORY``, readable by the service only); this launc
 router's own ``launch_router`` - so the key is on no command line, in no environment and in no unit
 file. ``--api-key`` on this launcher's own argv is refused. An empty or missing credential is an error
 (the unit names the credential only when a key is configured).
+
+The admin key: sglang-router 0.3.2 guards its control plane (``/workers``: list, add, remove) with
+``--control-plane-api-keys 'id:name:role:key'`` when one is given (then the client key of
+``--api-key`` is answered 401 there, a ``user`` role key 403, and the admin key is 401 on the client
+routes); without one, ``--api-key`` guards both. This launcher reads the admin key from the credential
+named by ``--admin-api-key-credential`` and sets ``RouterArgs.control_plane_api_keys`` to one ``admin``
+entry (id and name ``sglang-deploy``); ``--control-plane-api-keys`` on its own argv is refused.
 """
 
 from __future__ import annotations
@@ -35,32 +43,40 @@ def read_key(name: str) -> str:
     return key
 
 
-def split_argv(argv: list[str]) -> tuple[str, list[str]]:
-    """(credential name or '', the router's argv); --api-key on the command line is refused."""
-    credential = ""
+OWN_FLAGS = ("--api-key-credential", "--admin-api-key-credential")
+REFUSED = {
+    "--api-key": "--api-key-credential",
+    "--control-plane-api-keys": "--admin-api-key-credential",
+}
+
+
+def split_argv(argv: list[str]) -> tuple[dict[str, str], list[str]]:
+    """({own flag: credential name}, the router's argv); a key on the command line is refused."""
+    credentials: dict[str, str] = {}
     rest: list[str] = []
     items = iter(argv)
     for arg in items:
-        if arg == "--api-key-credential":
-            credential = next(items, "")
-        elif arg.startswith("--api-key-credential="):
-            credential = arg.split("=", 1)[1]
-        elif arg == "--api-key" or arg.startswith("--api-key="):
-            sys.exit(
-                "sglang_router_launch: --api-key on the command line is refused (use --api-key-credential)"
-            )
+        flag, eq, value = arg.partition("=")
+        if flag in OWN_FLAGS:
+            credentials[flag] = value if eq else next(items, "")
+        elif flag in REFUSED:
+            sys.exit(f"sglang_router_launch: {flag} on the command line is refused (use {REFUSED[flag]})")
         else:
             rest.append(arg)
-    return credential, rest
+    return credentials, rest
 
 
 def main(argv: list[str]) -> None:
-    credential, rest = split_argv(argv)
+    credentials, rest = split_argv(argv)
     from sglang_router.launch_router import launch_router, parse_router_args  # noqa: PLC0415
 
     router_args = parse_router_args(rest)
-    if credential:
-        router_args.api_key = read_key(credential)
+    if credentials.get("--api-key-credential"):
+        router_args.api_key = read_key(credentials["--api-key-credential"])
+    if credentials.get("--admin-api-key-credential"):
+        admin_key = read_key(credentials["--admin-api-key-credential"])
+        # RouterArgs' own tuple form (id, name, key, role), as its parser builds it
+        router_args.control_plane_api_keys = [("sglang-deploy", "sglang-deploy", admin_key, "admin")]
     launch_router(router_args)
 
 

@@ -1,7 +1,10 @@
 """sglang_router on the converged container: the release venv (version, hashes), the unit's hardening,
 the router process as its own user, /health, the workers registered with their own keys, requests
 through the router with and without the key, a worker added by hand reported in check mode and removed
-by a real run, and the key nowhere in /proc/*/cmdline, `systemctl show` or the journal."""
+by a real run, and the keys nowhere in /proc/*/cmdline, `systemctl show` or the journal. Issue 32
+item 2: the client key cannot change workers (401 on /workers; only the admin key can), the router
+and its /metrics are not reachable on the container's network address under the defaults, and the
+roll's admin path (delegated to the router host, loopback, admin key) takes a worker out and back."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import moltest
 ROOT = "/opt/sglang-router"
 UNIT = "sglang-router"
 ROUTER_KEY = "Molecule-Router-Key-abcdef012345"  # test-only values (inventory/host_vars)
+ADMIN_KEY = "Molecule-Router-Admin-Key-0123456789"
 WORKER_KEYS = {"w1": "Molecule-W1-Key-0123456789", "w2": "Molecule-W2-Key-9876543210"}
 WHEEL_SHA256 = {
     "ba5a24951e5e0357fe390782fcd1abd861448a87216832dbf2e501a1dd1548eb",
@@ -31,7 +35,7 @@ def curl(host, *args: str) -> tuple[int, str]:
 
 
 def workers(host) -> list[dict]:
-    code, body = curl(host, "-H", f"'Authorization: Bearer {ROUTER_KEY}'", f"{API}/workers")
+    code, body = curl(host, "-H", f"'Authorization: Bearer {ADMIN_KEY}'", f"{API}/workers")
     assert code == 200, body
     return json.loads(body)["workers"]
 
@@ -76,7 +80,7 @@ def test_unit_hardening_and_user(host) -> None:
 
 def test_health_and_auth(host) -> None:
     assert curl(host, f"{API}/health")[0] == 200
-    assert curl(host, f"{API}/workers")[0] == 401  # admin routes need the router key
+    assert curl(host, f"{API}/workers")[0] == 401  # admin routes need the admin key
     code, _ = curl(
         host, "-H", "'Content-Type: application/json'", "-d", '\'{"text": "hi"}\'', f"{API}/generate"
     )
@@ -88,6 +92,55 @@ def test_health_and_auth(host) -> None:
     assert code == 200, body
     assert json.loads(body)["meta_info"]["completion_tokens"] == 3
     assert curl(host, "http://127.0.0.1:29000/metrics")[0] == 200
+    # the admin key is no client key
+    code, _ = curl(
+        host, "-H", f"'Authorization: Bearer {ADMIN_KEY}'", "-H", "'Content-Type: application/json'",
+        "-d", '\'{"text": "hi"}\'', f"{API}/generate",
+    )  # fmt: skip
+    assert code == 401
+
+
+def test_client_key_cannot_change_workers(host) -> None:
+    """The client key on the admin routes: 401 for list, add and remove; nothing changes."""
+    auth, json_type = f"'Authorization: Bearer {ROUTER_KEY}'", "'Content-Type: application/json'"
+    before = workers(host)
+    assert curl(host, "-H", auth, f"{API}/workers")[0] == 401
+    code, body = curl(
+        host, "-X", "POST", "-H", auth, "-H", json_type, "-d", '\'{"url": "http://127.0.0.1:31003"}\'',
+        f"{API}/workers",
+    )  # fmt: skip
+    assert code == 401, body
+    code, body = curl(host, "-X", "DELETE", "-H", auth, f"{API}/workers/{before[0]['id']}")
+    assert code == 401, body
+    host.run("sleep 2")
+    assert {w["url"] for w in workers(host)} == {w["url"] for w in before}
+
+
+def test_not_reachable_on_the_network_address_by_default(host) -> None:
+    """Defaults: the router and its /metrics listen on loopback only, the unit's address policy is
+    localhost: the container's own network address (what another host would dial) gets no answer."""
+    addresses = host.check_output("hostname -I").split()
+    assert addresses
+    for address in addresses:
+        for url in (f"http://{address}:30080/workers", f"http://{address}:29000/metrics"):
+            rc = host.run(f"curl -s -o /dev/null --max-time 5 {url}").rc
+            assert rc != 0, f"{url} answered (curl rc {rc})"  # 7: connection refused
+    unit = host.file(f"/etc/systemd/system/{UNIT}.service").content_string
+    assert "IPAddressDeny=any\nIPAddressAllow=localhost\n" in unit
+    argv = host.check_output(f"systemctl show -p ExecStart --value {UNIT}")
+    assert "--host 127.0.0.1 " in argv, argv
+    assert "--prometheus-host 127.0.0.1 " in argv, argv
+
+
+def test_roll_admin_path(host) -> None:
+    """The roll's way in: delegated to the router host, its loopback, the admin key (roll_admin.yml)."""
+    rc, out = moltest.run_playbook("roll_admin.yml")
+    assert rc == 0, out[-4000:]
+    assert ADMIN_KEY not in out
+    assert ROUTER_KEY not in out
+    listed = {w["url"]: w for w in workers(host)}
+    assert set(listed) == {"http://127.0.0.1:31001", "http://127.0.0.1:31002"}
+    assert all(w["is_healthy"] for w in listed.values())
 
 
 def test_workers_registered_with_their_own_keys(host) -> None:
@@ -103,7 +156,7 @@ def test_workers_registered_with_their_own_keys(host) -> None:
 
 
 def test_key_nowhere(host) -> None:
-    keys = [ROUTER_KEY, *WORKER_KEYS.values()]
+    keys = [ROUTER_KEY, ADMIN_KEY, *WORKER_KEYS.values()]
     cmdlines = host.check_output("cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' ' || true")
     show = host.check_output(f"systemctl show {UNIT}")
     journal = host.check_output(f"journalctl -u {UNIT} --no-pager -o cat")
@@ -113,13 +166,15 @@ def test_key_nowhere(host) -> None:
         assert key not in show
         assert key not in journal
         assert key not in unit
-    key_file = host.file("/etc/sglang-router/api-key")
-    assert (key_file.user, key_file.group, key_file.mode) == ("root", "root", 0o600)
+    for path in ("/etc/sglang-router/api-key", "/etc/sglang-router/admin-api-key"):
+        key_file = host.file(path)
+        assert (key_file.user, key_file.group, key_file.mode) == ("root", "root", 0o600)
 
 
 def test_hand_added_worker_is_drift_and_removed(host) -> None:
-    """w3 (a third double, keyless, in no inventory: prepare.yml) added to the router by hand."""
-    auth, json_type = f"'Authorization: Bearer {ROUTER_KEY}'", "'Content-Type: application/json'"
+    """w3 (a third double, keyless, in no inventory: prepare.yml) added to the router by hand, by an
+    operator on the router host with the admin key."""
+    auth, json_type = f"'Authorization: Bearer {ADMIN_KEY}'", "'Content-Type: application/json'"
     body_w3 = '\'{"url": "http://127.0.0.1:31003"}\''
     code, body = curl(host, "-X", "POST", "-H", auth, "-H", json_type, "-d", body_w3, f"{API}/workers")
     assert code == 202, body
@@ -162,6 +217,7 @@ def test_tampered_unit_and_key_are_drift_and_restored(host) -> None:
         assert needle in out, out[-4000:]
     assert tampered not in out
     assert ROUTER_KEY not in out
+    assert ADMIN_KEY not in out
     # check mode only read
     assert host.file(unit_path).sha256sum == tampered_unit_sha
     assert host.file(key_path).sha256sum == tampered_key_sha
@@ -171,6 +227,7 @@ def test_tampered_unit_and_key_are_drift_and_restored(host) -> None:
     assert rc == 0, out[-4000:]
     assert tampered not in out
     assert ROUTER_KEY not in out
+    assert ADMIN_KEY not in out
     assert host.file(unit_path).sha256sum == unit_sha
     key_file = host.file(key_path)
     restored = (key_file.sha256sum, key_file.user, key_file.group, key_file.mode)
@@ -233,6 +290,7 @@ def test_status_asks_the_router_through_the_role(host) -> None:
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False, timeout=600)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert ROUTER_KEY not in proc.stdout + proc.stderr
+    assert ADMIN_KEY not in proc.stdout + proc.stderr
     stats = json.loads(proc.stdout)["global_custom_stats"]["sglang_status_routers"]["sgd-sglang_router"]
     assert stats["health"]["status"] == 200
     assert stats["workers"]["status"] == 200, stats["workers"]
