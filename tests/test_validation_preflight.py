@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -29,7 +30,12 @@ from test_validation_strings import LAB_INPUTS
 REPO = Path(__file__).resolve().parents[1]
 PLAYBOOK = REPO / "playbooks" / "preflight.yml"
 SAMPLES = REPO / "tests" / "data" / "nvidia-smi"
-LAB_MODEL = REPO / "src" / "sglang_deploy" / "data" / "lab-model"
+SHIPPED_MODEL = REPO / "src" / "sglang_deploy" / "data" / "lab-model"
+# The GPU cases check the model directories for real, as the unit would see them: a checkout may live
+# under /root, /home or /tmp (hidden by the unit's sandbox) or below a directory "other" cannot enter,
+# so they read a copy of the shipped lab model installed where `sglang-deploy lab create` puts it on a
+# lab host (root-owned, world-readable; install_lab_model, called by make_runner).
+LAB_MODEL = Path("/opt/sglang-deploy-tests/lab-model")
 GPU_MODEL = {
     "sglang_model_path": str(LAB_MODEL / "target"),
     "sglang_draft_model_path": str(LAB_MODEL / "eagle3"),
@@ -42,9 +48,23 @@ LAB: dict[str, Any] = {
 }
 
 
+def install_lab_model() -> None:
+    """The shipped lab model at LAB_MODEL (root 0755/0644), copied again when it differs."""
+    for kind in ("target", "eagle3"):
+        src, dest = SHIPPED_MODEL / kind, LAB_MODEL / kind
+        dest.mkdir(parents=True, exist_ok=True)
+        for path in src.iterdir():
+            if not (dest / path.name).is_file() or (dest / path.name).read_bytes() != path.read_bytes():
+                shutil.copyfile(path, dest / path.name)
+            (dest / path.name).chmod(0o644)
+    for folder in (LAB_MODEL.parent, LAB_MODEL, LAB_MODEL / "target", LAB_MODEL / "eagle3"):
+        folder.chmod(0o755)
+
+
 def make_runner(tmp: Path) -> Any:
     """The harness: run the stage playbook on the controller with these inputs (also used by
     tests/test_preflight_model_pcie.py)."""
+    install_lab_model()
     inventory = tmp / "hosts.yml"
     inventory.write_text(
         yaml.safe_dump(
