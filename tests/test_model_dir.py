@@ -365,3 +365,54 @@ def test_preflight_judges_the_service_roles_user() -> None:
         "__preflight_service_user"
     ]
     assert fallback == "{{ sglang_service_user | default('" + default + "') }}"
+
+
+def _with_auto_map(tmp_path: Path) -> Path:
+    """The lab model with a tokenizer whose auto_map names code (as Kimi-K2's tokenization_kimi.py)."""
+    model = _copy_lab(tmp_path, "target")
+    cfg_path = model / "tokenizer_config.json"
+    cfg = json.loads(cfg_path.read_text())
+    cfg["auto_map"] = {"AutoTokenizer": ["tokenization_marker.MarkerTokenizer", None]}
+    cfg_path.write_text(json.dumps(cfg))
+    config = json.loads((model / "config.json").read_text())
+    config["auto_map"] = {"AutoConfig": "configuration_marker.MarkerConfig"}
+    (model / "config.json").write_text(json.dumps(config))
+    return model
+
+
+def test_inspect_reads_auto_map(tmp_path: Path) -> None:
+    got = md.inspect_dir(str(_with_auto_map(tmp_path)))
+    assert got["remote_code"] == [
+        "config.json: AutoConfig=configuration_marker.MarkerConfig",
+        "tokenizer_config.json: AutoTokenizer=tokenization_marker.MarkerTokenizer",
+    ]
+    assert md.inspect_dir(str(_copy_lab(tmp_path, "eagle3")))["remote_code"] == []
+
+
+def test_auto_map_refused_while_remote_code_is_off() -> None:
+    model = _report()
+    model["remote_code"] = ["tokenizer_config.json: AutoTokenizer=tokenization_kimi.TikTokenTokenizer"]
+    draft = _report("/opt/models/d", arch=EAGLE3, size=GIB)
+    draft["remote_code"] = ["config.json: AutoConfig=configuration_x.X"]
+    allowed = md.decide_models(
+        {"model": model, "draft": draft}, speculative=True, user=NOBODY, gpu_count=8, gpu_memory_mib=H200_MIB,
+        tp_size=8, trust_remote_code=True,
+    )  # fmt: skip
+    assert allowed["errors"] == []
+    refused = md.decide_models(
+        {"model": model, "draft": draft}, speculative=True, user=NOBODY, gpu_count=8, gpu_memory_mib=H200_MIB,
+        tp_size=8, trust_remote_code=False,
+    )  # fmt: skip
+    assert len(refused["errors"]) == 2
+    first, second = refused["errors"]
+    assert first.startswith('sglang_model_path="/opt/models/m" names Python code to run')
+    assert "tokenization_kimi.TikTokenTokenizer" in first
+    assert "sglang_trust_remote_code=false" in first
+    assert "set sglang_trust_remote_code=true" in first
+    assert second.startswith('sglang_draft_model_path="/opt/models/d"')
+    # baseline: the drafter is not loaded, its code not judged
+    base = md.decide_models(
+        {"model": _report(), "draft": draft}, speculative=False, user=NOBODY, gpu_count=8,
+        gpu_memory_mib=H200_MIB, tp_size=8, trust_remote_code=False,
+    )  # fmt: skip
+    assert base["errors"] == []

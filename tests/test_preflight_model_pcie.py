@@ -120,6 +120,33 @@ def test_a_model_too_large_for_the_gpus_is_refused(run: Any, tmp_path: Path) -> 
     assert _recap(out)["changed"] == 0
 
 
+def test_a_model_naming_code_is_refused_while_remote_code_is_off(run: Any) -> None:
+    """auto_map in tokenizer_config.json (code bench_serving and the server would run on load): refused
+    with sglang_trust_remote_code=false, before any change; allowed with it true."""
+    model = LAB_MODEL / "auto-map"
+    shutil.rmtree(model, ignore_errors=True)
+    shutil.copytree(LAB_MODEL / "target", model)
+    try:
+        cfg = json.loads((model / "tokenizer_config.json").read_text())
+        cfg["auto_map"] = {"AutoTokenizer": ["tokenization_marker.MarkerTokenizer", None]}
+        (model / "tokenizer_config.json").write_text(json.dumps(cfg))
+        model.chmod(0o755)
+        for path in model.iterdir():
+            path.chmod(0o644)
+        refused = run({"sglang_model_path": str(model), "sglang_trust_remote_code": False}, gpu=True)
+        out = _out(refused)
+        assert refused.returncode == 2, out[-3000:]
+        assert (
+            f'sglang_model_path="{model}" names Python code to run when it is loaded (tokenizer_config.json: '
+            "AutoTokenizer=tokenization_marker.MarkerTokenizer) and sglang_trust_remote_code=false"
+        ) in out, out[-3000:]
+        assert _recap(out)["changed"] == 0
+        allowed = run({"sglang_model_path": str(model), "sglang_trust_remote_code": True}, gpu=True)
+        assert allowed.returncode == 0, _out(allowed)[-3000:]
+    finally:
+        shutil.rmtree(model, ignore_errors=True)
+
+
 def test_baseline_ignores_the_drafter(run: Any) -> None:
     proc = run({"sglang_preset": "baseline", "sglang_draft_model_path": ""}, gpu=True)
     assert proc.returncode == 0, _out(proc)[-3000:]

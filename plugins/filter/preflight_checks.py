@@ -24,6 +24,7 @@ def preflight_model_check(
     gpu_memory_mib: int,
     tp_size: int,
     mem_fraction_static: float | str | None = None,
+    trust_remote_code: bool = True,
 ) -> Decision:
     """The probe's answers (models, service_user) -> errors, warnings and the size figures."""
     return decide_models(
@@ -34,6 +35,7 @@ def preflight_model_check(
         gpu_memory_mib=int(gpu_memory_mib),
         tp_size=int(tp_size),
         mem_fraction_static=mem_fraction_static,
+        trust_remote_code=bool(trust_remote_code),
     )
 
 

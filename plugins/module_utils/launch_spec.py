@@ -666,6 +666,7 @@ def resolve(cfg: Mapping[str, Any]) -> dict[str, Any]:
             "path": v["model_path"],
             "draft_path": v["draft_model_path"] or None,
             "served_name": v["served_model_name"] or v["model_path"],
+            "trust_remote_code": v["trust_remote_code"],
         },
         "tp_size": v["tp_size"],
         "launcher": launcher,

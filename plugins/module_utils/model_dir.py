@@ -46,6 +46,10 @@ WEIGHT_INDEXES = {"safetensors": "model.safetensors.index.json", "bin": "pytorch
 CONFIG_KEYS = (
     "architectures", "model_type", "torch_dtype", "hidden_size", "num_hidden_layers", "vocab_size",
 )  # fmt: skip
+# Files whose "auto_map" names Python code transformers runs when loading with trust_remote_code
+# (AutoConfig/AutoModel* in config.json, AutoTokenizer in tokenizer_config.json, AutoProcessor/
+# AutoImageProcessor/AutoFeatureExtractor in the processor files).
+AUTO_MAP_FILES = ("config.json", "tokenizer_config.json", "processor_config.json", "preprocessor_config.json")
 MIB = 1024 * 1024
 KV_ROOM_WARN = 0.10  # warn when less than this share of the static budget is left for the KV cache
 
@@ -74,6 +78,7 @@ class DirReport(TypedDict):
     config: dict[str, Any]
     config_error: str
     tokenizer: list[str]
+    remote_code: list[str]
     weights: Weights
     dirs: list[Stat]
     files: list[Stat]
@@ -119,12 +124,35 @@ def _weights(path: str, names: Sequence[str]) -> Weights:
     return Weights(format="", files=[], bytes=0, index="", missing=[])
 
 
+def _auto_map(path: str, names: Sequence[str]) -> list[str]:
+    """``<file>: <AutoClass>=<module.Class>`` for every code reference an ``auto_map`` holds."""
+    out: list[str] = []
+    for name in AUTO_MAP_FILES:
+        if name not in names:
+            continue
+        try:
+            with open(posixpath.join(path, name), encoding="utf-8") as fh:
+                data = json.load(fh)
+        except (OSError, ValueError):
+            continue  # config.json's error is reported by its own check
+        auto_map = data.get("auto_map") if isinstance(data, dict) else None
+        if not auto_map:
+            continue
+        if not isinstance(auto_map, dict):
+            out.append(f"{name}: auto_map={json.dumps(auto_map)[:80]}")
+            continue
+        for cls, ref in sorted(auto_map.items()):
+            refs = [r for r in (ref if isinstance(ref, list) else [ref]) if r]
+            out.append(f"{name}: {cls}={','.join(str(r) for r in refs)[:120]}")
+    return out
+
+
 def inspect_dir(path: str) -> DirReport:
     """Read-only facts of a model directory on this machine (the host)."""
     real = os.path.realpath(path) if path else ""
     report = DirReport(
         path=path, realpath=real, exists=bool(path) and os.path.exists(path), is_dir=False,
-        config_present=False, config={}, config_error="", tokenizer=[],
+        config_present=False, config={}, config_error="", tokenizer=[], remote_code=[],
         weights=Weights(format="", files=[], bytes=0, index="", missing=[]), dirs=[], files=[],
     )  # fmt: skip
     if not report["exists"]:
@@ -149,6 +177,7 @@ def inspect_dir(path: str) -> DirReport:
         except (OSError, ValueError) as err:
             report["config_error"] = str(err)
     report["tokenizer"] = [n for n in TOKENIZER_FILES if n in names]
+    report["remote_code"] = _auto_map(path, names)
     report["weights"] = _weights(path, names)
     used = ["config.json"] * report["config_present"] + report["tokenizer"] + report["weights"]["files"]
     if report["weights"]["index"]:
@@ -331,6 +360,20 @@ def _check_dir(
     _check_access(shown, rep, user, errors)
 
 
+def _check_remote_code(var: str, rep: Mapping[str, Any], errors: list[str]) -> None:
+    """A directory whose auto_map names code, while sglang_trust_remote_code is false."""
+    refs = list(rep.get("remote_code") or [])
+    if not refs:
+        return
+    more = f" (+{len(refs) - 3} more)" if len(refs) > 3 else ""
+    errors.append(
+        f"{var}={json.dumps(str(rep.get('path', '')))} names Python code to run when it is loaded "
+        f"({'; '.join(refs[:3])}{more}) and sglang_trust_remote_code=false: allowed with it false a "
+        f"directory without auto_map; set sglang_trust_remote_code=true to run that code (as the service "
+        f"user {UNIT} runs as, in its sandbox; verify's benchmark too), or use a model without custom code"
+    )
+
+
 def _check_drafter(draft: Mapping[str, Any], errors: list[str]) -> None:
     archs = (draft.get("config") or {}).get("architectures") or []
     if not draft.get("config_present") or draft.get("config_error") or set(archs) & set(EAGLE3_ARCHITECTURES):
@@ -357,22 +400,28 @@ def decide_models(
     gpu_memory_mib: int,
     tp_size: int,
     mem_fraction_static: float | str | None = None,
+    trust_remote_code: bool = True,
 ) -> Decision:
     """Decide the probe's reports of ``model`` and ``draft`` (:func:`inspect_dir`).
 
     Refuses a missing/unfit directory, a path the unit's sandbox hides, a file the service user cannot
     read, weights that do not fit ``gpu_memory_mib x mem_fraction_static`` per GPU (weights / tp; the
     drafter's too when speculative) and, when speculative, a drafter whose architectures name no
-    EAGLE-3 draft model. Warns when less than 10 % of the budget is left for the KV cache. No GPU
+    EAGLE-3 draft model, and a directory whose ``auto_map`` names code while ``trust_remote_code`` is
+    false (sglang_trust_remote_code). Warns when less than 10 % of the budget is left for the KV cache. No GPU
     (``gpu_count`` 0): the size rule is skipped."""
     errors: list[str] = []
     warnings: list[str] = []
     target = models.get("model") or {}
     draft = models.get("draft") or {}
     _check_dir("sglang_model_path", target, user, tokenizer=True, errors=errors)
+    if not trust_remote_code:
+        _check_remote_code("sglang_model_path", target, errors)
     if speculative:
         _check_dir("sglang_draft_model_path", draft, user, tokenizer=False, errors=errors)
         _check_drafter(draft, errors)
+        if not trust_remote_code:
+            _check_remote_code("sglang_draft_model_path", draft, errors)
     total = int((target.get("weights") or {}).get("bytes", 0))
     if speculative:
         total += int((draft.get("weights") or {}).get("bytes", 0))

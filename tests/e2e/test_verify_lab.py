@@ -259,6 +259,68 @@ def test_ungated_without_a_comparable_baseline_exits_6(double: dict[str, Any]) -
     no_key_anywhere(out, [double["tmp"] / "ungated-report"])
 
 
+MARKER_TOKENIZER = "/opt/models/lab-marker-tokenizer"
+ROOT_WRITE = "/var/lib/sglang-deploy/rce-marker"
+MARKER_CODE = f"""import os, sys
+from transformers import PreTrainedTokenizerFast
+try:
+    with open({ROOT_WRITE!r}, "w") as fh:
+        fh.write("written")
+    WROTE = "allowed"
+except OSError:
+    WROTE = "denied"
+print(f"MARKER uid={{os.getuid()}} root-write={{WROTE}}", file=sys.stderr)
+
+
+class MarkerTokenizer(PreTrainedTokenizerFast):
+    pass
+"""
+
+
+def _bench_logs() -> str:
+    """The console logs of the newest benchmark run on the host."""
+    newest = lab_exec("sh", "-c", "ls -1d /var/lib/sglang-deploy/bench/*-bench | tail -n 1").strip()
+    return lab_exec("sh", "-c", f"cat {shlex.quote(newest)}/*.log")
+
+
+def test_the_benchmark_runs_model_code_only_as_the_service_user(double: dict[str, Any]) -> None:
+    """Issue 32 item 1: a tokenizer whose auto_map names code that writes a marker (bench_serving
+    0.5.9 loads it with trust_remote_code=True whatever the operator chose). With remote code on it
+    runs as the service user in the service's sandbox (not uid 0, the host read-only to it); with
+    sglang_trust_remote_code=false it does not run at all (the level fails on the refused tokenizer).
+    Both runs are ungated (recording off) and change nothing else."""
+    lab_exec("rm", "-rf", MARKER_TOKENIZER, ROOT_WRITE)
+    lab_exec("cp", "-r", "/opt/models/lab-target", MARKER_TOKENIZER)
+    lab_exec("python3", "-c", (
+        "import json, sys; p = sys.argv[1] + '/tokenizer_config.json'; c = json.load(open(p)); "
+        "c['auto_map'] = {'AutoTokenizer': ['tokenization_marker.MarkerTokenizer', None]}; "
+        "c['tokenizer_class'] = 'MarkerTokenizer'; json.dump(c, open(p, 'w')); "
+        "open(sys.argv[1] + '/tokenization_marker.py', 'w').write(sys.argv[2])"
+    ), MARKER_TOKENIZER, MARKER_CODE)  # fmt: skip
+    lab_exec("sh", "-c", f"chmod -R a+rX {MARKER_TOKENIZER}")
+    uid = lab_exec("id", "-u", "sglang").strip()
+    try:
+        for trust in (True, False):
+            _rc, out = verify(
+                double, f"marker-{trust}", 100, verify_tokenizer=MARKER_TOKENIZER,
+                verify_record_baseline=False, verify_bench_output_len=24, sglang_trust_remote_code=trust,
+            )  # fmt: skip
+            logs = _bench_logs()
+            written = lab_exec("sh", "-c", f"test -e {ROOT_WRITE} && echo present || echo absent").strip()
+            assert written == "absent"
+            if trust:
+                assert "verify layer 6 (benchmark) passed" in out, out[-6000:]
+                assert f"MARKER uid={uid} root-write=denied" in logs, logs[-3000:]
+                assert "MARKER uid=0" not in logs
+            else:
+                assert "MARKER" not in logs, logs[-3000:]
+                assert "contains custom code" in logs, logs[-3000:]
+                assert "verify layer 6 (benchmark) passed" not in out, out[-6000:]
+            no_key_anywhere(out, [])
+    finally:
+        lab_exec("rm", "-rf", MARKER_TOKENIZER, ROOT_WRITE)
+
+
 def gate_passed_or_short(rc: int, out: str) -> str:
     """The gate of the last verify run at the default tolerance passed, or failed on throughput alone
     (no level with errors or without a result), and the play said so; returns its status."""

@@ -14,7 +14,7 @@ SPEC: {"base_url", "levels": [1, 30, ...], "num_prompts": n or {"C": n}, "repeti
        "warmup", "output_len", "input_len",
        "dataset": "coding" | "random" | "random-ids", "prompts": path of the shipped JSONL prompts,
        "model": model path, "tokenizer": tokenizer path, "served_name", "workdir", "logdir",
-       "timeout_s", "seed"}
+       "timeout_s", "seed", "trust_remote_code": bool (sglang_trust_remote_code; default false)}
 Repetitions run in rounds (every level once, then every level again, ...), so a slow drift of the host
 spreads over all levels instead of biasing one; each (level, repetition) has its own JSONL and log.
 The API key comes on stdin as one JSON document ``{"api_key": "<key>" | null}`` (the task's
@@ -26,6 +26,14 @@ where bench_serving reads it (it sends it as a Bearer token); a process's enviro
 the output: every file bench_serving writes (its JSONL embeds
 /get_server_info, which holds the key) and its console log are scrubbed with verify_scrub.py (the
 collection's plugins/module_utils/verify_scrub.py, copied beside this file) and checked for leaks.
+
+Remote code: bench_serving 0.5.9 loads the tokenizer with ``AutoTokenizer.from_pretrained(path,
+trust_remote_code=True)`` whatever the server was told; :func:`pin_remote_code` makes every
+``from_pretrained`` of transformers' Auto classes use the spec's ``trust_remote_code`` instead, so a
+model directory whose ``auto_map`` names code runs none of it unless the operator allowed remote
+code (``sglang_trust_remote_code``; preflight refuses such a directory while it is false). The task
+runs this as the service user in the service's sandbox (roles/verify/tasks/bench_exec.yml), so
+allowed code runs where the server runs it, never as root.
 
 Datasets (no download in any of them):
 * coding: the shipped coding prompts as written, in ShareGPT form (``--dataset-name sharegpt
@@ -178,6 +186,28 @@ def run_level(
     }
 
 
+def pin_remote_code(allowed: bool) -> list[str]:
+    """Make ``from_pretrained`` of transformers' Auto classes take ``trust_remote_code=allowed``,
+    whatever the caller passes (bench_serving passes True). Returns the classes pinned."""
+    import transformers  # noqa: PLC0415 - the release's, imported where bench_serving would import it
+
+    pinned = []
+    autos = ("AutoTokenizer", "AutoProcessor", "AutoConfig", "AutoImageProcessor", "AutoFeatureExtractor")
+    for name in autos:
+        cls = getattr(transformers, name, None)
+        if cls is None:
+            continue
+        original = cls.from_pretrained
+
+        def from_pretrained(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            kwargs["trust_remote_code"] = allowed
+            return _original(*args, **kwargs)
+
+        cls.from_pretrained = staticmethod(from_pretrained)
+        pinned.append(name)
+    return pinned
+
+
 def read_key(stream: Any) -> str:
     """The API key from stdin's JSON document ({"api_key": key or null}); "" when there is none."""
     if stream is None or stream.isatty():
@@ -198,6 +228,7 @@ def main() -> int:
         os.environ.pop("OPENAI_API_KEY", None)
     # No hub access: the tokenizer is a local path (bench_serving would otherwise try the hub).
     os.environ.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"})
+    pin_remote_code(spec.get("trust_remote_code") is True)
     workdir = Path(spec["workdir"])
     logdir = Path(spec["logdir"])
     logdir.mkdir(parents=True, exist_ok=True)
