@@ -29,7 +29,9 @@ def _collection_copy(tmp: Path) -> Path:
 
 
 def _tool(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(TOOL), *args], cwd=root, capture_output=True, text=True, check=False, timeout=300)
+    return subprocess.run(
+        [str(TOOL), *args], cwd=root, capture_output=True, text=True, check=False, timeout=300
+    )
 
 
 def test_fragments_lint_clean(tmp_path: Path) -> None:
@@ -63,11 +65,15 @@ def commits_without_fragment(repo: Path) -> list[str]:
     shas = _git(repo, "log", "--no-merges", "--format=%H", f"{intro[-1]}..HEAD").split()
     missing = []
     for sha in shas:
-        lines = [ln.split("\t") for ln in _git(repo, "show", "--name-status", "--format=", sha).splitlines() if ln]
+        lines = [
+            ln.split("\t") for ln in _git(repo, "show", "--name-status", "--format=", sha).splitlines() if ln
+        ]
         paths = [(parts[0], parts[-1]) for parts in lines]
         touched = any(path.startswith(COVERED) for _, path in paths)
         fragment = any(
-            status.startswith("A") and path.startswith("changelogs/fragments/") and path.endswith((".yml", ".yaml"))
+            status.startswith("A")
+            and path.startswith("changelogs/fragments/")
+            and path.endswith((".yml", ".yaml"))
             for status, path in paths
         )
         release = any(path == "changelogs/changelog.yaml" for _, path in paths)
@@ -78,7 +84,9 @@ def commits_without_fragment(repo: Path) -> list[str]:
 
 def test_every_change_to_plugins_or_roles_adds_a_fragment() -> None:
     if _git(REPO, "rev-parse", "--is-shallow-repository").strip() == "true":
-        pytest.fail("a shallow clone: the history since changelogs/config.yaml is needed (git fetch --unshallow)")
+        pytest.fail(
+            "a shallow clone: the history since changelogs/config.yaml is needed (git fetch --unshallow)"
+        )
     missing = commits_without_fragment(REPO)
     assert not missing, (
         "these commits change plugins/ or roles/ and add no changelogs/fragments/*.yml "
