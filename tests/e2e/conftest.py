@@ -110,8 +110,11 @@ def converged_lab(lab: None, tmp_path_factory: pytest.TempPathFactory) -> dict[s
         run = playbook("-i", str(inventory), "site.yml")
         assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-3000:]
         return {"rc": run.returncode, "stdout": run.stdout, "summary": {}}
-    # as an installed collection runs by default: without the prefork callback (e2e_lab.INSTALLED_CALLBACKS)
-    first = cli("up", callbacks=INSTALLED_CALLBACKS)
+    # as an installed collection runs by default: without the prefork callback (e2e_lab.INSTALLED_CALLBACKS).
+    # The first up installs the whole stack (an 11-12 GB venv) while the verify lab's host does the same
+    # and the python step runs: 900 s (cli's default) was too short once on a fresh 2-CPU machine, where
+    # the verify lab's concurrent site.yml took 1335 s (2026-12-04); the guard is 1800 s, as playbook()'s.
+    first = cli("up", callbacks=INSTALLED_CALLBACKS, timeout=1800)
     assert first.returncode == 0, first.stdout[-6000:] + first.stderr[-3000:]
     return {"rc": first.returncode, "stdout": first.stdout, "summary": summary()}
 
