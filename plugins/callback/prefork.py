@@ -25,22 +25,6 @@ filter and test preload 7.77 s -> 7.26 s (four alternating runs).
 
 from __future__ import annotations
 
-import gc
-import importlib
-import os
-import pkgutil
-from typing import Any
-
-from ansible import constants as C  # type: ignore[import-untyped]
-from ansible.plugins.callback import CallbackBase  # type: ignore[import-untyped]
-from ansible.plugins.loader import (  # type: ignore[import-untyped]
-    become_loader,
-    connection_loader,
-    filter_loader,
-    shell_loader,
-    test_loader,
-)
-
 DOCUMENTATION = r"""
 name: prefork
 type: aggregate
@@ -85,6 +69,23 @@ options:
     env:
       - name: SGLANG_DEPLOY_PREFORK_PRELOAD_COLLECTIONS
 """
+
+
+import gc
+import importlib
+import os
+import pkgutil
+from typing import Any
+
+from ansible import constants as C  # type: ignore[import-untyped]
+from ansible.plugins.callback import CallbackBase  # type: ignore[import-untyped]
+from ansible.plugins.loader import (  # type: ignore[import-untyped]
+    become_loader,
+    connection_loader,
+    filter_loader,
+    shell_loader,
+    test_loader,
+)
 
 _registered: set[int] = set()  # the pids whose fork hooks are installed (a forked child keeps them)
 

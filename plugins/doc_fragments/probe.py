@@ -14,5 +14,5 @@ options:
     description: What to probe (its keys are the module's suboptions of O(spec)).
     type: dict
     required: true
-author: sglang-deploy contributors
+author: sglang-deploy contributors (@sglang-deploy)
 """

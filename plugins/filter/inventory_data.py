@@ -1,6 +1,6 @@
 """Filter ``sglang.deploy.to_inventory_yaml``: host-reported records as inventory data (``!unsafe``).
 
-Documented in to_inventory_yaml.yml beside this file; logic in plugins/module_utils/inventory_data.py.
+Documented in to_inventory_yaml.yml beside this file; logic in plugins/plugin_utils/inventory_data.py.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ansible_collections.sglang.deploy.plugins.module_utils.inventory_data import dump
+from ansible_collections.sglang.deploy.plugins.plugin_utils.inventory_data import dump
 
 
 def to_inventory_yaml(data: Mapping[str, Any], header: str = "") -> str:

@@ -21,10 +21,32 @@ def sglang_sandbox_lines(
     return lines
 
 
-def sglang_sandbox_run(user: str, **kwargs: Any) -> list[str]:
+def sglang_sandbox_run(
+    user: str,
+    *,
+    unit: str,
+    workdir: str,
+    read_write: Sequence[str],
+    runtime_max_sec: int,
+    loopback_only: bool,
+    group: str | None = None,
+    setenv: Sequence[str] = (),
+    syscall_filter: Sequence[str] | None = None,
+    syscall_deny: Sequence[str] | None = None,
+) -> list[str]:
     """``systemd-run ... --`` running a command as ``user`` (group: ``group``, default the user's name)."""
-    group = str(kwargs.pop("group", None) or user)
-    argv: list[str] = run_argv(user=user, group=group, **kwargs)
+    argv: list[str] = run_argv(
+        unit=unit,
+        user=user,
+        group=str(group or user),
+        workdir=workdir,
+        read_write=read_write,
+        runtime_max_sec=runtime_max_sec,
+        loopback_only=loopback_only,
+        setenv=setenv,
+        syscall_filter=syscall_filter,
+        syscall_deny=syscall_deny,
+    )
     return argv
 
 

@@ -58,8 +58,17 @@ def verify_runs(bench: dict[str, Any]) -> list[dict[str, Any]]:
     return [{k: v for k, v in item.items() if k != "result"} for item in bench.get("levels", [])]
 
 
-def verify_select_baseline(fp: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-    selected: dict[str, Any] = select_baseline(fp, **kwargs)
+def verify_select_baseline(
+    fp: dict[str, Any],
+    *,
+    records: Any,
+    seed_table: dict[str, Any] | None,
+    seed_match: dict[str, Any],
+    seed_hardware: str = "",
+) -> dict[str, Any]:
+    selected: dict[str, Any] = select_baseline(
+        fp, records=records, seed_table=seed_table, seed_match=seed_match, seed_hardware=seed_hardware
+    )
     return selected
 
 

@@ -237,7 +237,7 @@ def scrub_command(argv: Sequence[str], limit: int = 1000) -> list[str]:
             out.append(MASK)
             hide_next = False
             continue
-        name, eq, _ = arg.partition("=")
+        name, eq, _value = arg.partition("=")
         if arg.startswith("--") and len(name) > 2 and EXTRA_VARS.startswith(name):
             out.append(f"{name}={MASK}" if eq else arg)
             hide_next = not eq

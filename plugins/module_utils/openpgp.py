@@ -128,14 +128,14 @@ def _keys(data: bytes) -> list[tuple[str, bytes]]:
 
 def fingerprints(key: bytes | str) -> list[str]:
     """Fingerprints (upper hex) of the primary public keys of an armored or binary OpenPGP key."""
-    return [fpr for fpr, _ in _keys(_binary(key))]
+    return [fpr for fpr, _packets in _keys(_binary(key))]
 
 
 def _crc24(data: bytes) -> int:
     crc = 0xB704CE
     for byte in data:
         crc ^= byte << 16
-        for _ in range(8):
+        for _bit in range(8):
             crc <<= 1
             if crc & 0x1000000:
                 crc ^= 0x1864CFB
@@ -161,5 +161,7 @@ def export_key(key: bytes | str, fingerprint: str) -> str:
     keys = _keys(_binary(key))
     chosen = [packets for fpr, packets in keys if fpr == want]
     if not chosen:
-        raise ValueError(f"no key {want} in the key file (fingerprints {', '.join(f for f, _ in keys)})")
+        raise ValueError(
+            f"no key {want} in the key file (fingerprints {', '.join(f for f, _packets in keys)})"
+        )
     return armor(b"".join(chosen))

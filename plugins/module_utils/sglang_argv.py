@@ -73,7 +73,7 @@ def _take(words: Sequence[str], start: int, nargs: str) -> tuple[int, str | None
     return count, None
 
 
-def parse_errors(words: Sequence[str], flags: Mapping[str, Any] = FLAGS) -> list[str]:
+def parse_errors(words: Sequence[str]) -> list[str]:
     """argparse's errors for ``words`` as SGLang's server options (empty: the parser accepts them)."""
     errors: list[str] = []
     unrecognized: list[str] = []
@@ -88,14 +88,14 @@ def parse_errors(words: Sequence[str], flags: Mapping[str, Any] = FLAGS) -> list
             unrecognized.append(word)
             continue
         name, eq, explicit = word.partition("=") if word.startswith("--") else (word, "", "")
-        option, problem = _resolve(name, flags)
+        option, problem = _resolve(name, FLAGS)
         if option is None:
             if problem:
                 errors.append(problem)
             else:
                 unrecognized.append(word)
             continue
-        entry = flags[option]
+        entry = FLAGS[option]
         nargs = str(entry.get("nargs", "1"))
         if eq:
             if nargs == "0":

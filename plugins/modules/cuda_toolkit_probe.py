@@ -13,20 +13,6 @@ directories and links are not probed here: sglang.deploy.managed_state compares 
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import re
-import subprocess
-from pathlib import Path
-from typing import Any
-
-from ansible_collections.sglang.deploy.plugins.module_utils.host_state import (
-    exit_with_probe,
-    sha256,
-    site_packages,
-)
-
 DOCUMENTATION = r"""
 module: cuda_toolkit_probe
 short_description: Read-only probe of the CUDA toolkit (prerequisites, nvcc, self-test cache, wheel venv)
@@ -74,6 +60,21 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""probe: {description: The answers the docstring lists., returned: always, type: dict}"""
+
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from ansible_collections.sglang.deploy.plugins.module_utils.host_state import (
+    exit_with_probe,
+    sha256,
+    site_packages,
+)
 
 
 def dpkg_status() -> dict[str, str]:

@@ -17,29 +17,12 @@ last passed verdict recorded (``verified.json``): a failure of that one is not t
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import hashlib
-import json
-import os
-import re
-import shutil
-import stat
-import subprocess
-import tempfile
-import time
-from pathlib import Path
-from typing import Any
-
-from ansible.module_utils.basic import AnsibleModule  # type: ignore[import-untyped]
-from ansible_collections.sglang.deploy.plugins.module_utils.managed_state import switch_link
-
 DOCUMENTATION = r"""
 module: deploy_state
 short_description: Snapshot, restore and verdict records of an SGLang host's deployed state
 description:
   - Records the state in force (the release link, the unit and its drop-ins, the NCCL environment
-    file, the key files, launch-args.json) under O(state_dir), restores all of it atomically, and
+    file, the key files, launch-args.json) under O(managed.state_dir), restores all of it atomically, and
     keeps the verdict records (the last verified-good state, known-bad combinations).
   - C(snapshot) writes the snapshot only when there is none yet or the state in force is the one
     the last passed verdict recorded (C(mark_good)), so a snapshot is always the last good state.
@@ -117,7 +100,7 @@ options:
     description: With C(mark_bad), why the verdict failed.
     type: str
     default: ""
-author: sglang-deploy
+author: sglang-deploy contributors (@sglang-deploy)
 """
 
 EXAMPLES = r"""
@@ -175,7 +158,7 @@ known_bad_match:
   returned: always
   type: dict
 running:
-  description: With O(service), the unit's ActiveState, MainPID, the release its process runs and
+  description: With O(managed.service), the unit's ActiveState, MainPID, the release its process runs and
     ActiveEnterTimestampMonotonic (microseconds).
   returned: always
   type: dict
@@ -199,6 +182,24 @@ recorded:
   returned: always
   type: str
 """
+
+
+import contextlib
+import errno
+import hashlib
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule  # type: ignore[import-untyped]
+from ansible_collections.sglang.deploy.plugins.module_utils.managed_state import switch_link
 
 COMBINATION_KEYS = ("release_id", "launch_spec_sha256", "env_sha256")
 
@@ -369,7 +370,7 @@ def allowed_releases(link: str, server_args: list[str]) -> list[str]:
                 and not rule_violation(link, entry.name, None, server_args)
             ):
                 found.append((marker.stat().st_mtime, entry.name))
-    return [name for _, name in sorted(found, reverse=True)]
+    return [name for _mtime, name in sorted(found, reverse=True)]
 
 
 def _running(service: str | None, link: str) -> dict[str, Any]:
@@ -648,10 +649,10 @@ def main() -> None:
     result: dict[str, Any] = {"changed": False, "items": [], "taken": "", "recorded": ""}
     try:
         if params["action"] == "snapshot":
-            changed, why, _ = state.snapshot(check)
+            changed, why, _in_force = state.snapshot(check)
             result.update(changed=changed, taken=why)
         elif params["action"] == "restore":
-            items, _ = state.restore(check)
+            items, _snapshot = state.restore(check)
             result.update(changed=bool(items), items=items)
         elif params["action"] == "switch":
             if not params.get("release"):

@@ -9,19 +9,6 @@ gone; the module reads, takes or removes the lock file on the host.
 
 from __future__ import annotations
 
-import os
-import re
-from typing import Any
-
-from ansible.module_utils.basic import AnsibleModule  # type: ignore[import-untyped]
-from ansible_collections.sglang.deploy.plugins.module_utils.host_lock import (
-    HOLDER_KEYS,
-    acquire,
-    describe,
-    read,
-    release,
-)
-
 DOCUMENTATION = r"""
 module: host_lock
 short_description: Hold a host for one deployment run (a lock file naming the run)
@@ -78,15 +65,15 @@ options:
       controller: {description: "The controller's host name.", type: str}
       pid: {description: "The pid of the run's ansible-playbook.", type: int}
       pid_start: {description: "That process' start time (seconds since the epoch).", type: float}
-      command: {description: Its command line, C(-e) values and secret-named NAME=VALUE masked., type: str}
-      started_at: {description: When the lock was taken (UTC, ISO 8601)., type: str}
+      command: {description: "Its command line, C(-e) values and secret-named NAME=VALUE masked.", type: str}
+      started_at: {description: "When the lock was taken (UTC, ISO 8601).", type: str}
   takeover:
     description: The run id of a holder whose process the action plugin found gone (set by the action plugin).
     type: str
     default: ""
 attributes:
   check_mode: {support: full, description: Reads only; a held lock is a warning.}
-author: sglang-deploy contributors
+author: sglang-deploy contributors (@sglang-deploy)
 """
 
 EXAMPLES = r"""
@@ -120,6 +107,20 @@ holder_text:
   returned: always
   type: str
 """
+
+
+import os
+import re
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule  # type: ignore[import-untyped]
+from ansible_collections.sglang.deploy.plugins.module_utils.host_lock import (
+    HOLDER_KEYS,
+    acquire,
+    describe,
+    read,
+    release,
+)
 
 
 def main() -> None:

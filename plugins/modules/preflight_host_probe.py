@@ -27,24 +27,6 @@ the NVIDIA GPUs and PCI bridges of `lspci -vvv` (module_utils/pcie_acs.py parse_
 
 from __future__ import annotations
 
-import os
-import posixpath
-import shutil
-import subprocess
-from typing import Any
-
-from ansible.module_utils.basic import AnsibleModule  # type: ignore[import-untyped]
-from ansible.module_utils.facts import ansible_collector, default_collectors  # type: ignore[import-untyped]
-from ansible.module_utils.facts.namespace import PrefixFactNamespace  # type: ignore[import-untyped]
-from ansible_collections.sglang.deploy.plugins.module_utils.model_dir import inspect_dir, service_user
-from ansible_collections.sglang.deploy.plugins.module_utils.pcie_acs import parse_lspci, relevant
-
-# what `min` means to ansible.builtin.setup (its minimal_gather_subset)
-MINIMAL_GATHER_SUBSET = frozenset(
-    ["apparmor", "caps", "cmdline", "date_time", "distribution", "dns", "env", "fips", "local",
-     "lsb", "pkg_mgr", "platform", "python", "selinux", "service_mgr", "ssh_pub_keys", "user"]
-)  # fmt: skip
-
 DOCUMENTATION = r"""
 module: preflight_host_probe
 short_description: Read-only probe of what preflight needs (nvidia-smi, free space, model directories, PCIe)
@@ -118,6 +100,25 @@ probe: {description: The answers the docstring lists., returned: always, type: d
 ansible_facts:
   {description: The facts of O(gather_subset)., returned: when O(gather_subset) is set, type: dict}
 """
+
+
+import os
+import posixpath
+import shutil
+import subprocess
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule  # type: ignore[import-untyped]
+from ansible.module_utils.facts import ansible_collector, default_collectors  # type: ignore[import-untyped]
+from ansible.module_utils.facts.namespace import PrefixFactNamespace  # type: ignore[import-untyped]
+from ansible_collections.sglang.deploy.plugins.module_utils.model_dir import inspect_dir, service_user
+from ansible_collections.sglang.deploy.plugins.module_utils.pcie_acs import parse_lspci, relevant
+
+# what `min` means to ansible.builtin.setup (its minimal_gather_subset)
+MINIMAL_GATHER_SUBSET = frozenset(
+    ["apparmor", "caps", "cmdline", "date_time", "distribution", "dns", "env", "fips", "local",
+     "lsb", "pkg_mgr", "platform", "python", "selinux", "service_mgr", "ssh_pub_keys", "user"]
+)  # fmt: skip
 
 
 def nearest_existing(path: str) -> str:

@@ -43,21 +43,6 @@ A drop-in an OS package owns (`dpkg-query -S`: a vendor default such as a distri
 
 from __future__ import annotations
 
-import glob
-import json
-import os
-import stat
-import subprocess
-from typing import Any
-
-from ansible_collections.sglang.deploy.plugins.module_utils.host_state import (
-    compare_process,
-    exit_with_probe,
-    parse_env_file,
-    read_process,
-    sha256,
-)
-
 DOCUMENTATION = r"""
 module: sglang_service_probe
 short_description: Read-only probe of the SGLang service's inputs and managed state on a host
@@ -78,26 +63,18 @@ options:
       groups: {description: Groups whose existence is answered., type: list, elements: str}
       dropin_dir: {description: The unit's drop-in directory (its files are listed)., type: path}
       paths:
-        description: Managed directories (path
-        owner: null
-        group: null
-        mode) that must match.: null
+        description: Managed directories (path, owner, group, mode) that must match.
         type: list
         elements: dict
       unit: {description: The unit file whose existence is answered., type: path}
-      key_file: {description: The API key file's path, owner, group and mode (null = no key)., type: dict}
+      key_file: {description: "The API key file's path, owner, group and mode (null = no key).", type: dict}
       key_path: {description: The key file whose existence is answered (never its content)., type: path}
       files:
-        description: Files whose sha256
-        owner: null
-        group and mode are answered.: null
+        description: Files whose sha256, owner, group and mode are answered.
         type: list
         elements: path
       config_paths:
-        description: Configuration directories (path
-        owner: null
-        group: null
-        mode) that must match.: null
+        description: Configuration directories (path, owner, group, mode) that must match.
         type: list
         elements: dict
       user: {description: The service user whose passwd entry and groups are answered., type: str}
@@ -113,14 +90,8 @@ options:
         type: dict
       addresses: {description: Answer the interface addresses with prefix., type: bool}
       process:
-        description: The wanted process (unit
-        root: null
-        argv: null
-        env: null
-        env_files: null
-        prefixes: null
-        release: null
-        credentials) to compare with the running one.: null
+        description: The wanted process (unit, root, argv, env, env_files, prefixes, release, credentials) to
+          compare with the running one.
         type: dict
 extends_documentation_fragment: [sglang.deploy.probe]
 """
@@ -135,6 +106,22 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""probe: {description: The answers the docstring lists., returned: always, type: dict}"""
+
+
+import glob
+import json
+import os
+import stat
+import subprocess
+from typing import Any
+
+from ansible_collections.sglang.deploy.plugins.module_utils.host_state import (
+    compare_process,
+    exit_with_probe,
+    parse_env_file,
+    read_process,
+    sha256,
+)
 
 
 def systemctl(verb: str, unit: str) -> str:

@@ -33,26 +33,6 @@ changed are read again; full=true ignores the state. The state is written only w
 
 from __future__ import annotations
 
-import base64
-import csv
-import hashlib
-import json
-import os
-import time
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
-from typing import Any
-
-from ansible_collections.sglang.deploy.plugins.module_utils.host_state import (
-    exit_with_probe,
-    site_packages,
-)
-from ansible_collections.sglang.deploy.plugins.module_utils.uv_lock import canon, parse_lock
-
-CHUNK = 1 << 20
-LISTED = 5  # files named per drifted distribution
-
-
 DOCUMENTATION = r"""
 module: sglang_stack_audit
 short_description: Read-only probe of the stack on a host and audit of a release venv against its lock
@@ -119,6 +99,26 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""probe: {description: The answers the docstring lists., returned: always, type: dict}"""
+
+
+import base64
+import csv
+import hashlib
+import json
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from ansible_collections.sglang.deploy.plugins.module_utils.host_state import (
+    exit_with_probe,
+    site_packages,
+)
+from ansible_collections.sglang.deploy.plugins.module_utils.uv_lock import canon, parse_lock
+
+CHUNK = 1 << 20
+LISTED = 5  # files named per drifted distribution
 
 
 def installed(purelib: Path) -> dict[str, dict[str, str]]:
@@ -200,13 +200,13 @@ def startup_drift(
     unowned = [rel for rel in found if rel not in owners]
     changed = []
     for rel, rows in sorted(owners.items()):
-        if any(name in checked for name, _, _ in rows):
+        if any(name in checked for name, _want, _size in rows):
             continue
         try:
             b64, _hex = digest(str(purelib / rel))
         except OSError:
             b64 = ""
-        if all(b64 != want for _, want, _ in rows):
+        if all(b64 != want for _name, want, _size in rows):
             changed.append((rows[0][0], rel, "start-up file, content differs from RECORD"))
     return unowned, changed
 
@@ -230,9 +230,9 @@ def accepted_key(claim: set[tuple[str, int]], want: str, size: int, st_size: int
     when its size fits none of the claiming rows (-1: RECORD gave no size)."""
     if len(claim) == 1:
         return want if size < 0 or st_size == size else None
-    if all(sz >= 0 and st_size != sz for _, sz in claim):
+    if all(sz >= 0 and st_size != sz for _want, sz in claim):
         return None
-    return "|".join(sorted(w for w, _ in claim))
+    return "|".join(sorted(w for w, _size in claim))
 
 
 Item = tuple[str, str, str, str, list[int]]  # (dist or "" for a touched file, rel, wanted, path, signature)

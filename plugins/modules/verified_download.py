@@ -13,15 +13,6 @@ accepted is kept (no request); one whose sha256 is not is replaced.
 
 from __future__ import annotations
 
-import hashlib
-import os
-import re
-import tempfile
-from typing import Any
-
-from ansible.module_utils.basic import AnsibleModule  # type: ignore[import-untyped]
-from ansible.module_utils.urls import fetch_url  # type: ignore[import-untyped]
-
 DOCUMENTATION = r"""
 module: verified_download
 short_description: Download a file whose sha256 must be one of several accepted values
@@ -55,8 +46,10 @@ options:
     type: int
     default: 60
 attributes:
-  check_mode: {support: full}
-author: sglang-deploy contributors
+  check_mode:
+    support: full
+    description: Reports whether the file would be downloaded or its mode changed; writes nothing.
+author: sglang-deploy contributors (@sglang-deploy)
 """
 
 EXAMPLES = r"""
@@ -80,6 +73,16 @@ size:
   type: int
 downloaded: {description: Whether this run fetched the URL., returned: always, type: bool}
 """
+
+
+import hashlib
+import os
+import re
+import tempfile
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule  # type: ignore[import-untyped]
+from ansible.module_utils.urls import fetch_url  # type: ignore[import-untyped]
 
 SHA256 = re.compile(r"[0-9a-f]{64}")
 CHUNK = 1 << 20

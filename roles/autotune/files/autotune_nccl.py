@@ -77,7 +77,7 @@ def worker(cfg: dict[str, Any]) -> None:
     for nbytes in [impl.parse_size(s) for s in cfg["sizes"]]:
         x = torch.zeros(nbytes // 2, dtype=torch.bfloat16, device="cuda")
         iters = int(cfg["iters"]) if nbytes <= (8 << 20) else int(cfg["prefill_iters"])
-        for _ in range(int(cfg["warmup"])):
+        for _warmup in range(int(cfg["warmup"])):
             dist.all_reduce(x)
         torch.cuda.synchronize()
         graphs.append((nbytes, impl._capture(torch, dist, x, iters), iters, x))

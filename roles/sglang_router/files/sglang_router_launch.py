@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Managed by Ansible (role sglang_router): local edits are overwritten.
 """sglang-deploy's router launcher: ``python -m sglang_router.launch_router ARGS...`` with the client
 API key and the admin key read from files instead of the command line.

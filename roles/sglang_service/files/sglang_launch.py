@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Managed by Ansible (role sglang_service): local edits are overwritten.
 """sglang-deploy's launcher: runs ``-m MODULE ARGS...`` or ``SCRIPT ARGS...`` exactly as ``python``
 would, after hiding the API keys in the repr of SGLang's ``ServerArgs``.

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Acceptance checks of a freshly built SGLang release, run with the release's own interpreter.
 
 usage: stack_check.py SPEC_JSON        (prints one JSON document on stdout; exit 1 on failure)

@@ -257,14 +257,14 @@ def _timed(
     """Per repetition the per-op time (us) of `launch` (n ops), the slowest rank's."""
     samples = []
     if device == "cpu":  # gloo: the host clock (all-reduces are synchronous there)
-        for _ in range(reps):
+        for _rep in range(reps):
             dist.barrier()
             begin = time.perf_counter()
             launch()
             samples.append((time.perf_counter() - begin) * 1e6 / n)
     else:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        for _ in range(reps):
+        for _rep in range(reps):
             dist.barrier()
             torch.cuda.synchronize()
             start.record()
@@ -282,13 +282,13 @@ def _capture(torch: Any, dist: Any, x: Any, iters: int) -> Any:
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        for _ in range(3):
+        for _warmup in range(3):
             dist.all_reduce(x)
     torch.cuda.current_stream().wait_stream(side)
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        for _ in range(iters):
+        for _iter in range(iters):
             dist.all_reduce(x)
     graph.replay()
     torch.cuda.synchronize()
@@ -329,13 +329,13 @@ def _worker(local: int, local_ranks: int, port: int, args: argparse.Namespace) -
     for nbytes in [parse_size(s) for s in args.sizes.split(",")]:
         x = torch.zeros(nbytes // 2, dtype=torch.bfloat16, device=device)
         iters = args.iters if nbytes <= (8 << 20) else max(args.iters // 4, 10)
-        for _ in range(args.warmup):
+        for _warmup in range(args.warmup):
             dist.all_reduce(x)
         if device == "cuda":
             torch.cuda.synchronize()
 
         def eager(x: Any = x, iters: int = iters) -> None:
-            for _ in range(iters):
+            for _iter in range(iters):
                 dist.all_reduce(x)
 
         row: dict[str, Any] = {"bytes": nbytes, "iters": iters, "reps": args.reps}

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Layer 6 (benchmark) runner: ``sglang.bench_serving`` of the deployed release, once per concurrency
 level, with the artifacts scrubbed of the API key before anything else reads them.
 

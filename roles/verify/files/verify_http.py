@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Layer 5 (HTTP): the deployed server answers SGLang's HTTP contract.
 
 usage: verify_http.py SPEC_JSON    (host python, standard library only; prints one JSON document)
@@ -53,10 +52,10 @@ def check(spec: dict[str, Any], key: str) -> dict[str, Any]:
     checks: dict[str, Any] = {}
 
     deadline = time.monotonic() + float(spec.get("wait_s", 0))
-    status, _ = call(spec["health_url"], None, None, timeout)
+    status, _body = call(spec["health_url"], None, None, timeout)
     while status != 200 and time.monotonic() < deadline:
         time.sleep(2)
-        status, _ = call(spec["health_url"], None, None, timeout)
+        status, _body = call(spec["health_url"], None, None, timeout)
     checks["health"] = status
     if status != 200:
         errors.append(f"GET /health answered {status}, want 200")
@@ -114,7 +113,7 @@ def _without_key(
     refused: dict[str, int] = {}
     errors: list[str] = []
     for path, payload in probes:
-        status, _ = call(base + path, None, payload, timeout)
+        status, _body = call(base + path, None, payload, timeout)
         refused[path] = status
         if status not in (401, 403):
             errors.append(f"{path} without the API key answered {status}, want 401")

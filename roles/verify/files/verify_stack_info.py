@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Layer 9 helper: what the release venv really loads (run with the release venv's python).
 
 Prints one JSON document: torch version, torch.version.cuda, and the NCCL version torch really loads

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """sglang-worker-double: a TEST DOUBLE of an SGLang server (a GPU-less stand-in for the router's
 workers in the molecule scenario sglang_router; the lab e2e uses tests/e2e/data/sglang_protocol_double.py
 behind the real sglang-kimi unit instead). Standard library only, so it runs in the bare test image.

@@ -94,7 +94,7 @@ def failure_messages(out: str) -> str:
 
 def json_result(stdout: str) -> dict[str, Any]:
     start = stdout.index("{\n")
-    doc, _ = json.JSONDecoder().raw_decode(stdout[start:])
+    doc, _end = json.JSONDecoder().raw_decode(stdout[start:])
     assert isinstance(doc, dict)
     return doc
 
@@ -326,7 +326,7 @@ def bad_input_run(
     # ansible_host, else from the inventory name)
     connection = {**_hostvars(inv, HOSTS[0]), "ansible_host": HOSTS[0]}
     lab = json.loads(LAB_VARS.read_text())
-    cases = {f"bad_{name}": {**connection, **lab, **over} for name, (over, _) in BAD_INPUTS.items()}
+    cases = {f"bad_{name}": {**connection, **lab, **over} for name, (over, _expected) in BAD_INPUTS.items()}
     tmp = tmp_path_factory.mktemp("bad")
     inventory = tmp / "bad.yml"
     inventory.write_text(json.dumps({"sglang_servers": {"hosts": cases}}))
@@ -395,7 +395,7 @@ def test_bad_input_is_rejected_in_preflight_and_changes_nothing(
 
 
 def test_every_rule_family_is_covered() -> None:
-    names = {next(iter(overrides)) for overrides, _ in BAD_INPUTS.values()}
+    names = {next(iter(overrides)) for overrides, _expected in BAD_INPUTS.values()}
     for needed in (
         "sglang_service_port", "sglang_api_key", "sglang_tp_size", "sglang_speculative_eagle_topk",
         "sglang_spec_v2", "sglang_model_path", "nccl_env_extra", "cuda_toolkit_method",

@@ -30,7 +30,7 @@ testinfra_hosts = ["sgd-sglang_router"]
 
 def curl(host, *args: str) -> tuple[int, str]:
     out = host.check_output("curl -s -w '\\n%{http_code}' " + " ".join(args))
-    body, _, code = out.rpartition("\n")
+    body, _sep, code = out.rpartition("\n")
     return int(code), body
 
 
@@ -81,7 +81,7 @@ def test_unit_hardening_and_user(host) -> None:
 def test_health_and_auth(host) -> None:
     assert curl(host, f"{API}/health")[0] == 200
     assert curl(host, f"{API}/workers")[0] == 401  # admin routes need the admin key
-    code, _ = curl(
+    code, _body = curl(
         host, "-H", "'Content-Type: application/json'", "-d", '\'{"text": "hi"}\'', f"{API}/generate"
     )
     assert code == 401
@@ -93,7 +93,7 @@ def test_health_and_auth(host) -> None:
     assert json.loads(body)["meta_info"]["completion_tokens"] == 3
     assert curl(host, "http://127.0.0.1:29000/metrics")[0] == 200
     # the admin key is no client key
-    code, _ = curl(
+    code, _body = curl(
         host, "-H", f"'Authorization: Bearer {ADMIN_KEY}'", "-H", "'Content-Type: application/json'",
         "-d", '\'{"text": "hi"}\'', f"{API}/generate",
     )  # fmt: skip
@@ -178,7 +178,7 @@ def test_hand_added_worker_is_drift_and_removed(host) -> None:
     body_w3 = '\'{"url": "http://127.0.0.1:31003"}\''
     code, body = curl(host, "-X", "POST", "-H", auth, "-H", json_type, "-d", body_w3, f"{API}/workers")
     assert code == 202, body
-    for _ in range(30):
+    for _attempt in range(30):
         if "http://127.0.0.1:31003" in {w["url"] for w in workers(host)}:
             break
         host.run("sleep 1")
@@ -270,7 +270,7 @@ def test_a_failed_build_leaves_the_unit_and_current_as_they_were(host) -> None:
     assert host.file(f"{ROOT}/current").linked_to == current
     assert set(host.check_output(f"ls {ROOT}/releases").split()) == releases
     assert host.check_output(f"systemctl show -p InvocationID --value {UNIT}") == started
-    code, _ = curl(host, f"{API}/health")
+    code, _body = curl(host, f"{API}/health")
     assert code == 200
 
 
