@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Benchmark: how steady the protocol test double's pace stays when the machine's CPUs are busy, for
 the two ways a stream can be paced. Prints a table; not a test.
 
@@ -13,7 +12,7 @@ The loop is the double's (asyncio, one coroutine per stream, ``--concurrency`` s
 ``--prompts`` requests, as bench_serving does at one level); the load is ``--busy`` processes spinning
 on the CPUs. Without the double's imports (SGLang, its tokenizer) only the pacing is measured.
 
-usage: bench/double_pace.py [--busy 0,6] [--runs 15] [--concurrency 4] [--prompts 12]
+usage: .venv/bin/python bench/double_pace.py [--busy 0,6] [--runs 15] [--concurrency 4] [--prompts 12]
                             [--output-len 48] [--tokens-per-s 100] [--ttft-ms 20]
 """
 
@@ -30,7 +29,7 @@ async def stream(mode: str, output_len: int, rate: float, ttft: float) -> None:
     await asyncio.sleep(ttft)
     start = time.monotonic()
     due = 0.0
-    for _ in range(1, output_len):
+    for _token in range(1, output_len):
         if mode == "relative":
             await asyncio.sleep(1.0 / rate)
         else:
@@ -48,7 +47,7 @@ async def level(mode: str, args: argparse.Namespace) -> float:
             queue.pop()
             await stream(mode, args.output_len, args.tokens_per_s, args.ttft_ms / 1000.0)
 
-    await asyncio.gather(*(worker() for _ in range(args.concurrency)))
+    await asyncio.gather(*(worker() for _worker in range(args.concurrency)))
     return float(args.prompts * args.output_len / (time.monotonic() - began))
 
 
@@ -59,7 +58,7 @@ def spin(seconds: float) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--busy", default="0,6", help="spinning processes per row, comma-separated")
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--concurrency", type=int, default=4)
@@ -77,12 +76,14 @@ def main() -> None:
     print(f"{'busy':>4} {'pacing':>9} {'mean':>7} {'min':>7} {'max':>7} {'cv %':>6} {'vs idle':>8}")
     idle: dict[str, float] = {}
     for busy in (int(b) for b in args.busy.split(",")):
-        spinners = [multiprocessing.Process(target=spin, args=(3600.0,), daemon=True) for _ in range(busy)]
+        spinners = [
+            multiprocessing.Process(target=spin, args=(3600.0,), daemon=True) for _spinner in range(busy)
+        ]
         for p in spinners:
             p.start()
         try:
             for mode in ("relative", "deadline"):
-                xs = [asyncio.run(level(mode, args)) for _ in range(args.runs)]
+                xs = [asyncio.run(level(mode, args)) for _run in range(args.runs)]
                 mean = statistics.mean(xs)
                 idle.setdefault(mode, mean)
                 cv = 100.0 * statistics.stdev(xs) / mean if len(xs) > 1 else 0.0

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Rolling upgrade behind the real router, measured in the lab (issue 23 item 4).
 
 A fleet of 3 replicas (tests/e2e/fleet_lab.py, as test_roll_lab.py makes it: 1 router container
@@ -86,7 +85,7 @@ def main() -> int:
     with results.open("a", encoding="utf-8") as fh:
         fh.write(text)
     print(f"written to {results}")
-    return 0 if all(rc == 0 and failed == 0 for _, rc, _, failed, _, _ in rows) else 1
+    return 0 if all(rc == 0 and failed == 0 for _count, rc, _sent, failed, _out, _wall in rows) else 1
 
 
 if __name__ == "__main__":

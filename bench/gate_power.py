@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Benchmark: the power of the verify gate (layer 7) - how often it catches a regression and how often
 it fails a healthy run - for run-to-run jitter of 1, 3 and 5 % (CV of output tok/s). Prints a table;
 not a test.
@@ -59,7 +58,7 @@ PACE_PER_REQUEST = 100.0
 def measure(levels: list[int], slowdown: float, cv: float, reps: int, rng: random.Random) -> list[Any]:
     """``reps`` simulated bench_serving runs of every level -> the role's per-level rows."""
     rows = []
-    for _ in range(reps):
+    for _rep in range(reps):
         for level in levels:
             factor = max(0.05, 1.0 + cv * rng.gauss(0.0, 1.0))
             tps = PACE_PER_REQUEST * level * (1.0 - slowdown) * factor
@@ -128,9 +127,11 @@ def main() -> int:
         for cv in cvs:
             cells = []
             for reg in regressions:
-                results = [trial(args, cv / 100.0, reg / 100.0, rng, confirm) for _ in range(args.trials)]
-                rate = sum(f for f, _ in results) / args.trials * 100.0
-                again = sum(c for _, c in results) / args.trials * 100.0
+                results = [
+                    trial(args, cv / 100.0, reg / 100.0, rng, confirm) for _trial in range(args.trials)
+                ]
+                rate = sum(f for f, _confirmed in results) / args.trials * 100.0
+                again = sum(c for _failed, c in results) / args.trials * 100.0
                 cell = ("false " if reg == 0 else "caught ") + format(rate, ".1f") + "%"
                 if confirm:
                     cell += f" (2nd {again:.0f}%)"

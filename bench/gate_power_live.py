@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Benchmark: the verify gate's power from LIVE runs - sglang.bench_serving against the running protocol
 test double - beside bench/gate_power.py's table (which draws the double's jitter model thousands of
 times). Prints a table; not a test.

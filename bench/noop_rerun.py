@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Benchmark: the no-op rerun of `sglang-deploy up` on converged lab hosts (prints figures; not a test).
 
 In one run: N lab containers (prefix sglang-lab-cli-bench-, created in parallel) are converged once by
@@ -259,7 +258,7 @@ def main() -> int:
               f"{ {h: c['changed'] for h, c in summary['hosts'].items()} }", flush=True)  # fmt: skip
         cases = [("project ansible.cfg", {}), ("ansible defaults", {"ANSIBLE_CONFIG": str(defaults_cfg)})]
         figures, cpus = timed_runs(inv, work, hosts, cases, args.repeat)
-        report(figures, cpus, [config for config, _ in cases], len(hosts), args.repeat)
+        report(figures, cpus, [config for config, _env in cases], len(hosts), args.repeat)
     finally:
         if not args.keep:
             for host in hosts:

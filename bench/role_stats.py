@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Per role: how many tasks, how many of them are bookkeeping, and how much YAML and Python it takes.
 
 usage: bench/role_stats.py [REPO] [--json]     (REPO: a checkout, default this one; any commit works:

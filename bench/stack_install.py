@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Benchmark: fresh install of the SAME lock three ways, in one run (prints figures; not a test).
 
   1. role      a play running roles/sglang_stack with that lock (no compile) - includes creating the
@@ -254,7 +253,7 @@ def main() -> int:
                 bench.pip(timed=False)  # fills pip's cache
             bench.pip()
             bench.raw_uv(timed=False)  # reads the uv cache into the page cache
-            for _ in range(args.repeat):
+            for _run in range(args.repeat):
                 bench.role()
                 bench.raw_uv()
     finally:

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Benchmark: what one task, one fork and one `docker exec` cost the machine that runs the test suite,
 and what a no-op site.yml of a converged lab host costs with and without sglang.deploy.prefork.
 Prints a table; not a test.
@@ -18,7 +17,7 @@ Rows (CPU = user + system seconds of this process's children, from /proc and wai
 * with ``--lab NAME`` (a converged lab host of the inventory): a no-op site.yml with the checkout's
   callbacks and with them minus sglang.deploy.prefork, alternating, ``--runs`` times each.
 
-usage: bench/task_costs.py [--tasks 100] [--execs 20] [--lab sglang-lab --runs 2]
+usage: .venv/bin/python bench/task_costs.py [--tasks 100] [--execs 20] [--lab sglang-lab --runs 2]
 """
 
 from __future__ import annotations
@@ -82,8 +81,8 @@ def per_task(tmp: Path, tasks: int, when: str | None) -> tuple[float, float]:
     """(wall, CPU) per task: a play of ``tasks`` tasks minus an empty play, best of two."""
     empty, full = play(tmp / "empty.yml", 0, None), play(tmp / f"full-{when}.yml", tasks, when)
     cmd = [str(PLAYBOOK), "-i", "localhost,"]
-    base = min((run_cpu([*cmd, str(empty)]) for _ in range(2)), key=lambda r: r[1])
-    many = min((run_cpu([*cmd, str(full)]) for _ in range(2)), key=lambda r: r[1])
+    base = min((run_cpu([*cmd, str(empty)]) for _run in range(2)), key=lambda r: r[1])
+    many = min((run_cpu([*cmd, str(full)]) for _run in range(2)), key=lambda r: r[1])
     return (many[0] - base[0]) / tasks, (many[1] - base[1]) / tasks
 
 
@@ -111,7 +110,7 @@ def api_exec(container: str) -> None:
 def machine_per_call(call: Callable[[], None], count: int) -> tuple[float, float]:
     """(wall, whole-machine CPU) per call of ``call``."""
     cpu, started = machine_cpu(), time.monotonic()
-    for _ in range(count):
+    for _call in range(count):
         call()
     return (time.monotonic() - started) / count, (machine_cpu() - cpu) / count
 
@@ -174,7 +173,7 @@ def site_rows(lab: str, runs: int) -> list[tuple[str, float, float]]:
     cmd = [str(PLAYBOOK), "site.yml", "--limit", lab]
     without = {**os.environ, "ANSIBLE_CALLBACKS_ENABLED": INSTALLED_CALLBACKS}
     results: dict[str, list[tuple[float, float]]] = {"with": [], "without": []}
-    for _ in range(runs):
+    for _run in range(runs):
         results["with"].append(run_cpu(cmd))
         results["without"].append(run_cpu(cmd, without))
     rows = []

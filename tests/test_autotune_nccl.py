@@ -36,8 +36,8 @@ FLAT = [[20.0] * 4, [21.0] * 4, [19.0] * 4, [20.0] * 4, [20.0] * 4]  # median 20
 DEFAULTS = cand("defaults", {}, FLAT, 300.0)
 
 
-def scaled(factor: float, base: list[list[float]] = FLAT) -> list[list[float]]:
-    return [[v * factor for v in rep] for rep in base]
+def scaled(factor: float, base: list[list[float]] | None = None) -> list[list[float]]:
+    return [[v * factor for v in rep] for rep in (FLAT if base is None else base)]
 
 
 def test_summary_figures() -> None:

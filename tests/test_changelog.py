@@ -67,14 +67,14 @@ def commits_without_fragment(repo: Path) -> list[str]:
             ln.split("\t") for ln in _git(repo, "show", "--name-status", "--format=", sha).splitlines() if ln
         ]
         paths = [(parts[0], parts[-1]) for parts in lines]
-        touched = any(path.startswith(COVERED) for _, path in paths)
+        touched = any(path.startswith(COVERED) for _status, path in paths)
         fragment = any(
             status.startswith("A")
             and path.startswith("changelogs/fragments/")
             and path.endswith((".yml", ".yaml"))
             for status, path in paths
         )
-        release = any(path == "changelogs/changelog.yaml" for _, path in paths)
+        release = any(path == "changelogs/changelog.yaml" for _status, path in paths)
         if touched and not (fragment or release):
             missing.append(f"{sha[:10]} {_git(repo, 'log', '-1', '--format=%s', sha).strip()[:100]}")
     return missing

@@ -326,12 +326,12 @@ def _signal_mid_sleep(
     try:
         deadline = time.monotonic() + 120
         tree: dict[int, tuple[str, str]] = {}
-        while not any(command.startswith("sleep 120") for _, command in tree.values()):
+        while not any(command.startswith("sleep 120") for _start, command in tree.values()):
             assert time.monotonic() < deadline, "the play never reached its sleep"
             assert proc.poll() is None, "the CLI ended before the sleep"
             time.sleep(0.2)
             tree = _tree(proc.pid)
-        assert any("ansible-playbook" in command for _, command in tree.values())
+        assert any("ansible-playbook" in command for _start, command in tree.values())
         assert list((tmp_path / "tmp").glob("sglang-deploy-ev-*"))  # the -e temp file exists now
         sent = time.monotonic()
         proc.send_signal(signo)

@@ -49,8 +49,8 @@ def test_fingerprint_equals_gpg(tmp_path: Path, algo: str) -> None:
 
 
 def test_a_changed_key_has_another_fingerprint(tmp_path: Path) -> None:
-    _, _, fa = gpg_key(tmp_path / "a", "ed25519")
-    b, _, fb = gpg_key(tmp_path / "b", "ed25519")
+    _armored_a, _binary_a, fa = gpg_key(tmp_path / "a", "ed25519")
+    b, _binary_b, fb = gpg_key(tmp_path / "b", "ed25519")
     assert fa != fb
     assert openpgp.fingerprints(b) == [fb]
 

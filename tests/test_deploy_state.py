@@ -25,7 +25,8 @@ ds = load_module("deploy_state_module", REPO / "plugins/modules/deploy_state.py"
 ARGV = ["--model-path", "/models/m", "--tp-size", "2", "--api-key", "${SGLANG_API_KEY}"]
 
 
-def release(root: Path, rid: str, argv: list[str] = ARGV, argv_ok: bool = True) -> None:
+def release(root: Path, rid: str, argv: list[str] | None = None, argv_ok: bool = True) -> None:
+    argv = ARGV if argv is None else argv
     folder = root / "releases" / rid
     folder.mkdir(parents=True)
     (folder / ".complete").write_text("")
@@ -98,7 +99,7 @@ def test_a_snapshot_of_a_lower_overlay_layer_is_replaced(
         real(src, dst)
 
     monkeypatch.setattr(ds.os, "replace", overlay_replace)
-    changed, why, _ = state.snapshot(check=False)
+    changed, why, _in_force = state.snapshot(check=False)
     assert changed, why
     nccl = next(e for e in state.manifest()["entries"] if e["path"] == str(host["files"]["nccl"]))
     assert (state.snap / "files" / nccl["copy"]).read_text() == "NCCL_P2P_LEVEL=NVL\n"
@@ -110,7 +111,7 @@ def test_an_unverified_state_never_replaces_the_last_good_snapshot(host: dict[st
     state.snapshot(check=False)
     assert state.mark_good(check=False, verdict="passed")
     host["files"]["nccl"].write_text("NCCL_P2P_LEVEL=NVL\n")
-    changed, why, _ = state.snapshot(check=False)
+    changed, why, _in_force = state.snapshot(check=False)
     assert not changed
     assert "never verified good" in why
     # verified now: the next snapshot records it
@@ -127,9 +128,9 @@ def test_one_restore_puts_back_files_modes_a_removed_file_a_dropin_and_the_link(
     files["key"].unlink()
     (etc / "unit.service.d" / "override.conf").write_text("[Service]\nEnvironment=X=1\n")
     ds.switch_link(str(root / "current"), "releases/r2")
-    planned, _ = state.restore(check=True)
+    planned, _snapshot = state.restore(check=True)
     assert files["unit"].read_text() == "[Service]\nExecStart=/bad\n"  # check mode changed nothing
-    items, _ = state.restore(check=False)
+    items, _snapshot = state.restore(check=False)
     assert {i["path"] for i in items} == {i["path"] for i in planned}
     assert {Path(i["path"]).name for i in items} == {
         "unit.service", "nccl.env", "api-key.env", "override.conf", "current",
@@ -222,7 +223,7 @@ def test_a_rotated_key_stays_in_force_with_the_restored_release(host: dict[str, 
     assert state.status(None, None)["in_force_is_verified"]
     files["unit"].write_text("[Service]\nExecStart=/bad\n")
     ds.switch_link(str(root / "current"), "releases/r2")
-    items, _ = state.restore(check=False)
+    items, _snapshot = state.restore(check=False)
     assert {Path(i["path"]).name for i in items} == {"unit.service", "current"}
     assert files["key"].read_text() == "SGLANG_API_KEY=rotated-fedcba9876543210\n"
     assert os.readlink(root / "current") == "releases/r1"

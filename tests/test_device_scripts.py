@@ -105,7 +105,7 @@ def test_verify_layers_passes_preflight(device_env: dict[str, str], tmp_path: Pa
 
 
 def test_nccl_profiles_renders_with_the_collection(device_env: dict[str, str], tmp_path: Path) -> None:
-    _, out = run_script(device_env, tmp_path, "nccl_profiles.sh", str(tmp_path / "profiles"), "default")
+    _rc, out = run_script(device_env, tmp_path, "nccl_profiles.sh", str(tmp_path / "profiles"), "default")
     assert_started(out)
     # the role rendered the file (the script prints it), then the benchmark needs torch and a GPU
     assert "===== default: /tmp/nccl-default.env" in out, out[-4000:]

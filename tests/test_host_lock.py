@@ -101,7 +101,7 @@ def test_racing_takers_get_one_winner(tmp_path: Path) -> None:
         p.start()
     for p in procs:
         p.join(30)
-    statuses = sorted(queue.get(timeout=5) for _ in procs)
+    statuses = sorted(queue.get(timeout=5) for _proc in procs)
     assert statuses == ["acquired"] + ["held"] * 7
 
 
@@ -281,7 +281,7 @@ def test_two_concurrent_runs_the_second_fails_naming_the_holder(lab: dict[str, A
         assert "(check mode reads only: going on)" in check.stdout + check.stderr
         assert json.loads(lab["lock"].read_text()) == record  # check mode wrote nothing
         (lab["tmp"] / "go").write_text("")
-        out_a, _ = first.communicate(timeout=120)
+        out_a, _err_a = first.communicate(timeout=120)
         assert first.returncode == 0, out_a[-3000:]
     finally:
         if first.poll() is None:
@@ -371,7 +371,7 @@ def test_a_router_host_takes_the_same_lock(lab: dict[str, Any]) -> None:
         assert f"is held by run {holder['run_id']}: pid {first.pid}" in out, out[-3000:]
         assert not (tmp / "held-b.json").exists()  # failed before its work
         (tmp / "go").write_text("")
-        out_a, _ = first.communicate(timeout=120)
+        out_a, _err_a = first.communicate(timeout=120)
         assert first.returncode == 0, out_a[-3000:]
         assert "TASK [Record the state in force" in out_a, out_a[-3000:]
         assert "TASK [deploy_state" not in out_a, out_a[-3000:]  # no server state on a router-only host

@@ -121,7 +121,7 @@ TEST_SECRET = "ProbeTestSecret-0123456789abcdef"  # test-only value
 
 def _wait_for_exec(proc: subprocess.Popen[bytes], argv0: str) -> None:
     """Until the child's /proc/<pid>/cmdline shows the exec'd argv (not the forked parent's)."""
-    for _ in range(200):
+    for _attempt in range(200):
         with open(f"/proc/{proc.pid}/cmdline", "rb") as fh:
             if fh.read().startswith(argv0.encode() + b"\0"):
                 return

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from modload import REPO, load_module
 
-inventory_data = load_module("inventory_data", REPO / "plugins/module_utils/inventory_data.py")
+inventory_data = load_module("inventory_data", REPO / "plugins/plugin_utils/inventory_data.py")
 ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
 
 

@@ -251,8 +251,8 @@ def test_user_missing_and_existing_compared(tmp_path: Path) -> None:
     containers: never on this shared machine)."""
     out = ms.run({"users": [{"name": "sgd-no-such-user-x", "group": "nogroup"}],
                   "groups": [{"name": "sgd-no-such-group-x"}]}, check=True)  # fmt: skip
-    assert {i["name"]: i["why"] for i in out["items"]} == {"sgd-no-such-group-x": ["missing"],
-                                                          "sgd-no-such-user-x": ["missing"]}  # fmt: skip
+    missing = {"sgd-no-such-group-x": ["missing"], "sgd-no-such-user-x": ["missing"]}
+    assert {i["name"]: i["why"] for i in out["items"]} == missing
     me = pwd.getpwnam(ME)
     have_groups = sorted(g.gr_name for g in grp.getgrall() if ME in g.gr_mem)
     same = {"name": ME, "group": grp.getgrgid(me.pw_gid).gr_name, "groups": have_groups,

@@ -13,11 +13,10 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import modload  # noqa: F401 - puts the collection on sys.path
 import pytest
+from modload import REPO  # (and the collection on sys.path)
 
 md: Any = importlib.import_module("ansible_collections.sglang.deploy.plugins.module_utils.model_dir")
-REPO = Path(__file__).resolve().parents[1]
 LAB_MODEL = REPO / "src" / "sglang_deploy" / "data" / "lab-model"
 H200_MIB = 143771  # tests/data/nvidia-smi/h200x1.query-gpu.csv
 RTX_MIB = 97887  # tests/data/nvidia-smi/rtxpro6000x8.query-gpu.csv

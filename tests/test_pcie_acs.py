@@ -6,14 +6,13 @@ without the ACS capability)."""
 from __future__ import annotations
 
 import importlib
-from pathlib import Path
 from typing import Any
 
-import modload  # noqa: F401 - puts the collection on sys.path
 import pytest
+from modload import REPO  # (and the collection on sys.path)
 
 pa: Any = importlib.import_module("ansible_collections.sglang.deploy.plugins.module_utils.pcie_acs")
-DATA = Path(__file__).resolve().parent / "data" / "lspci"
+DATA = REPO / "tests" / "data" / "lspci"
 CMDLINE = "BOOT_IMAGE=/vmlinuz-6.8.0-51-generic root=UUID=0b1e ro quiet splash"
 
 

@@ -372,7 +372,8 @@ def test_deployed_comes_from_the_exported_facts_the_last_value_winning() -> None
 
 def test_up_closing_says_what_the_lab_host_could_not_do() -> None:
     lines = [
-        text for text, _ in up_closing(summarize(replay("", LAB_RUN), 0, "successful"), "inventory/lab.yml")
+        text
+        for text, _style in up_closing(summarize(replay("", LAB_RUN), 0, "successful"), "inventory/lab.yml")
     ]
     text = "\n".join(lines)
     assert "  lab1: release r1 (/opt/sglang/releases/r1)" in lines

@@ -75,7 +75,7 @@ def test_passing_playbook(tmp_path: Path) -> None:
 
 
 def test_failing_playbook(tmp_path: Path) -> None:
-    result, _ = run(tmp_path, "fail.yml", "demo_port=0")
+    result, _events = run(tmp_path, "fail.yml", "demo_port=0")
     assert result.rc == 2  # ansible-playbook: a host failed
     assert result.status == "failed"
     summary = json.loads(result.summary_path.read_text())
@@ -92,14 +92,14 @@ def test_failing_playbook(tmp_path: Path) -> None:
 
 
 def test_check_mode(tmp_path: Path) -> None:
-    result, _ = run(tmp_path, "pass.yml", check=True)
+    result, _events = run(tmp_path, "pass.yml", check=True)
     assert result.rc == 0
     assert result.summary["check"] is True
     assert "--check" in json.loads((result.artifact_dir / "command").read_text())["command"]
 
 
 def test_bad_playbook_rc(tmp_path: Path) -> None:
-    result, _ = run(tmp_path, "does-not-exist.yml")
+    result, _events = run(tmp_path, "does-not-exist.yml")
     assert result.rc != 0
     assert json.loads(result.summary_path.read_text())["rc"] == result.rc
 
@@ -114,10 +114,10 @@ def test_secret_from_vars_file_inline_and_env_never_lands_in_artifacts(
     vars_file = tmp_path / "secrets.yml"
     vars_file.write_text(f"sglang_api_key: {file_key}\n")
     # the play fails with the key in its message: it must be masked everywhere we write
-    result, _ = run(tmp_path, "leak.yml", f"@{vars_file}", "demo_fail_with_key=true")
+    result, _events = run(tmp_path, "leak.yml", f"@{vars_file}", "demo_fail_with_key=true")
     assert result.rc == 2
     assert result.summary["failed_tasks"][0]["message"] == f"rejected key {MASK}"
-    result2, _ = run(tmp_path, "leak.yml", f"sglang_api_key={inline_key}")
+    result2, _events = run(tmp_path, "leak.yml", f"sglang_api_key={inline_key}")
     assert result2.rc == 0, result2.summary
     command = json.loads((result2.artifact_dir / "command").read_text())
     assert command["env"]["SGLANG_API_KEY"] == MASK
@@ -201,7 +201,7 @@ def test_vault_secret_never_lands_in_artifacts(tmp_path: Path) -> None:
         capture_output=True,
     )
     assert key not in vault_file.read_text()
-    result, _ = run(tmp_path, "leak.yml", f"@{vault_file}", vault=password_file)
+    result, _events = run(tmp_path, "leak.yml", f"@{vault_file}", vault=password_file)
     assert result.rc == 0, result.summary
     command = json.loads((result.artifact_dir / "command").read_text())
     assert str(password_file) in command["command"]  # by path, never by value

@@ -215,7 +215,7 @@ def test_healthy_fleet() -> None:
 
 def test_stopped_unit_and_router_health() -> None:
     servers = {"s1": server(0), "s2": server(1, active=False, ip="10.0.0.2")}
-    replicas, _ = cs.build_status(stats(servers, {"r1": router(two_workers(healthy_b=False))}))
+    replicas, _routers = cs.build_status(stats(servers, {"r1": router(two_workers(healthy_b=False))}))
     up, down = replicas
     assert up.healthy
     assert not down.healthy
@@ -230,7 +230,9 @@ def test_stopped_unit_and_router_health() -> None:
 def test_absent_from_router_and_router_down() -> None:
     only_a = {"workers": [{"url": "http://10.0.0.1:30000", "is_healthy": True}]}
     servers = {"s1": server(0), "s2": server(1, ip="10.0.0.2")}
-    replicas, _ = cs.build_status(stats(servers, {"r1": router(only_a), "r2": router(None, status=-1)}))
+    replicas, _routers = cs.build_status(
+        stats(servers, {"r1": router(only_a), "r2": router(None, status=-1)})
+    )
     assert replicas[1].routers[0].state == "absent"
     assert "not in the router's /workers" in replicas[1].routers[0].why
     assert replicas[0].routers[1].state == "unknown"

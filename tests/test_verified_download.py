@@ -6,6 +6,7 @@ accepted list, and leaves nothing behind; an accepted file already there is not 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import http.server
 import os
@@ -38,7 +39,7 @@ def served(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     root = tmp_path / "served"
     root.mkdir()
     AssetHost.gets = []
-    handler = lambda *a: AssetHost(*a, directory=str(root))  # noqa: E731
+    handler = functools.partial(AssetHost, directory=str(root))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

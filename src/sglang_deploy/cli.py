@@ -205,7 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def resolve_handler(spec: str) -> Handler:
-    module_name, _, function = spec.partition(":")
+    module_name, _sep, function = spec.partition(":")
     handler: Handler = getattr(importlib.import_module(module_name), function)
     return handler
 

@@ -79,7 +79,7 @@ def encoded_forms(secret: str) -> set[str]:
     a space)."""
     level = {secret, _slashed(secret)}
     forms = set(level)
-    for _ in range(JSON_DEPTH):
+    for _depth in range(JSON_DEPTH):
         escaped = {json.dumps(text)[1:-1] for text in level}
         escaped |= {json.dumps(text, ensure_ascii=False)[1:-1] for text in level}
         level = escaped | {_slashed(text) for text in escaped}

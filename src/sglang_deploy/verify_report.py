@@ -155,7 +155,7 @@ def render_chart(host: str, series: dict[str, Series], path: Path) -> bool:
     ax.set_ylabel("output tokens/s")
     ax.set_title(f"{host}: output throughput, this run vs baseline")
     ax.grid(True, alpha=0.3)
-    top = max(y for points in series.values() for _, y in points)
+    top = max(y for points in series.values() for _x, y in points)
     ax.set_ylim(bottom=0, top=top * 1.12 if top > 0 else 1.0)
     ax.legend()
     fig.tight_layout()

@@ -160,8 +160,8 @@ def rounds(
     CLOCK["start"] = time.monotonic()
     rc, _summary, out = run_cli("up", inventory, art / "keyed", "-e", f"sglang_api_key={KEY}")
     assert rc == 0, out[-4000:]
-    patch = (REPO / "patches").glob("0004*.patch")
-    lab_exec("sh", "-c", f"cat > /tmp/drift-0004.patch <<'EOF'\n{next(patch).read_text()}EOF")
+    [patch] = (REPO / "patches").glob("0004*.patch")
+    lab_exec("sh", "-c", f"cat > /tmp/drift-0004.patch <<'EOF'\n{patch.read_text()}EOF")
     for name in ORDER:
         lab_exec("sh", "-c", TAMPERS[name][0])
     print(f"[drift-lab e2e +{elapsed()}] {len(TAMPERS)} tampers applied")

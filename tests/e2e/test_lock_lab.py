@@ -65,7 +65,7 @@ def test_a_second_run_fails_at_once_naming_the_holder(
         assert "PLAY [CUDA toolkit" not in out, out[-4000:]
         assert "changed=0" in out
         assert took < 300, took
-        rest, _ = first.communicate(timeout=1800)
+        rest, _stderr = first.communicate(timeout=1800)
         assert first.returncode == 0, rest[-4000:]
     finally:
         if first.poll() is None:

@@ -193,7 +193,7 @@ def test_each_node_renders_its_rank(replica: tuple[Path, dict[str, str]]) -> Non
 
 
 def test_mismatched_gpu_counts_fail_before_any_change(replica: tuple[Path, dict[str, str]]) -> None:
-    inventory, _ = replica
+    inventory, _hosts = replica
     install_smi(HOSTS[1], X1)
     try:
         proc, doc = preflight(inventory)
@@ -214,7 +214,7 @@ def test_mismatched_gpu_counts_fail_before_any_change(replica: tuple[Path, dict[
 def test_a_missing_interface_fails_before_any_change(
     replica: tuple[Path, dict[str, str]], tmp_path: Path
 ) -> None:
-    inventory, _ = replica
+    inventory, _hosts = replica
     extra = tmp_path / "eth9.json"
     extra.write_text(
         json.dumps({"sglang_launch_environment": {"NCCL_SOCKET_IFNAME": "eth9", "GLOO_SOCKET_IFNAME": IFACE}})
@@ -233,11 +233,11 @@ def test_a_missing_interface_fails_before_any_change(
 
 
 def test_a_taken_dist_init_port_fails_on_rank0(replica: tuple[Path, dict[str, str]]) -> None:
-    inventory, _ = replica
+    inventory, _hosts = replica
     unit = "mn-port-holder"  # a listener on the dist-init port that is not the service
     lab_exec("systemd-run", f"--unit={unit}", "--", "python3", "-m", "http.server", str(PORT), name=HOSTS[0])
     try:
-        for _ in range(50):
+        for _attempt in range(50):
             if f":{PORT:04X} " in lab_exec("cat", "/proc/net/tcp", name=HOSTS[0]).upper():
                 break
             time.sleep(0.2)

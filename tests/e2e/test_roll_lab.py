@@ -110,7 +110,9 @@ class Traffic:
             self._stop.wait(0.5)
 
     def __enter__(self) -> Traffic:
-        self._threads = [threading.Thread(target=self._client, daemon=True) for _ in range(self.clients)]
+        self._threads = [
+            threading.Thread(target=self._client, daemon=True) for _client in range(self.clients)
+        ]
         self._threads.append(threading.Thread(target=self._poll, daemon=True))
         for thread in self._threads:
             thread.start()
@@ -183,7 +185,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory, replica_image: str) -> Itera
 def test_min_healthy_refuses_a_batch_before_any_change(fleet: Fleet) -> None:
     before = {name: unit_state(name) for name in fleet.replicas}
     data = {**double_vars("--double-ttft-ms", "21"), "sglang_router_min_healthy": 3}
-    proc, traffic, _ = roll(fleet, "min-healthy", data)
+    proc, traffic, _wall = roll(fleet, "min-healthy", data)
     out = proc.stdout + proc.stderr + batch_failures(fleet, "min-healthy")
     assert proc.returncode != 0, out[-6000:]
     first = fleet.worker_url(fleet.replicas[0])
@@ -199,14 +201,16 @@ def test_min_healthy_refuses_a_batch_before_any_change(fleet: Fleet) -> None:
 
 def test_a_rolling_upgrade_drops_no_request(fleet: Fleet) -> None:
     before = {name: unit_state(name) for name in fleet.replicas}
-    proc, traffic, _ = roll(fleet, "upgrade", double_vars("--double-ttft-ms", "22"))
+    proc, traffic, _wall = roll(fleet, "upgrade", double_vars("--double-ttft-ms", "22"))
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-8000:]
     assert traffic.sent > 20, traffic.sent
     assert traffic.failed == [], traffic.failed[:20]
     assert fleet.workers() == {fleet.worker_url(n): True for n in fleet.replicas}
     # never two replicas out at once (--serial 1)
-    assert all(sum(not ok for ok in w.values()) + (3 - len(w)) <= 1 for _, w in traffic.polls), traffic.polls
+    assert all(sum(not ok for ok in w.values()) + (3 - len(w)) <= 1 for _when, w in traffic.polls), (
+        traffic.polls
+    )
     for name in fleet.replicas:
         after = unit_state(name)
         assert after["InvocationID"] != before[name]["InvocationID"], name
@@ -263,7 +267,7 @@ def test_a_failed_gate_stays_out_is_rolled_back_and_stops_the_roll(fleet: Fleet)
     first, *rest = fleet.replicas
     before = {name: unit_state(name) for name in fleet.replicas}
     unit_before = lab_exec("systemctl", "cat", "sglang-kimi", name=first)
-    proc, traffic, _ = roll(fleet, "slow", double_vars("--double-tokens-per-s", "50"))
+    proc, traffic, _wall = roll(fleet, "slow", double_vars("--double-tokens-per-s", "50"))
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out[-8000:]
     assert f"ROLL STOPPED: 1 of 1 host(s) of batch 1 failed ({first})" in out, out[-8000:]

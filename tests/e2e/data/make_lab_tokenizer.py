@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Test data: a tiny local tokenizer for the lab's model path (the lab has no model; bench_serving and
 the protocol double need a tokenizer there). Run with the RELEASE venv's python (tokenizers +
 transformers from PyPI; nothing is downloaded).

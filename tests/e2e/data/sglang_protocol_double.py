@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """sglang-protocol-double: a TEST DOUBLE of SGLang's HTTP server, for hosts without a GPU.
 
 It stands in for ``python -m sglang.launch_server`` behind the real ``sglang-kimi`` unit (the test
