@@ -14,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any
 
+from .history import previous_run
 from .paths import default_artifacts, default_inventory, repo_root
 from .progress import Progress
 from .runner import RunRequest, RunResult, run_playbook
@@ -95,7 +96,15 @@ def execute(request: RunRequest, args: argparse.Namespace, title: str) -> RunRes
     """One run with live progress and the closing lines (per host counts, failed tasks, status)."""
     stream = out_stream(args)
     live = {"auto": None, "live": True, "plain": False}[args.progress]
-    progress = Progress(stream, live=live, verbose=args.verbose > 0)
+    previous = previous_run(
+        request.artifacts_dir.resolve(),
+        playbook=request.playbook,
+        check=request.check,
+        limit=request.limit,
+        tags=request.tags,
+        skip_tags=request.skip_tags,
+    )
+    progress = Progress(stream, live=live, verbose=args.verbose > 0, previous=previous)
     print(f"sglang-deploy {title}: {request.playbook} on {request.inventory}", file=stream, flush=True)
     progress.__enter__()
     try:

@@ -1,4 +1,9 @@
-"""Live progress of a run: a rich table on a terminal, plain lines otherwise (CI logs)."""
+"""Live progress of a run: a rich table on a terminal, plain lines otherwise (CI logs).
+
+With the last comparable run (history.previous_run) it also says how far: "task 84 of ~148" and,
+for each task that took PROGRESS_MIN_S or more then, "2m10s of ~9m03s last run" (the stack install,
+a benchmark, a batch of a roll); the plain lines name it once per task, nothing repeats.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .events import COUNT_KEYS, Event, HostResult, HostStart, Output, PlayStart, Stats, TaskStart, is_notable
+from .history import PreviousRun
 
 _STYLE = {
     "ok": "green",
@@ -26,6 +32,16 @@ _STYLE = {
 }
 MESSAGE_LINES = 8
 _COLUMNS = ("host", "current task", "elapsed", "ok", "changed", "failed", "skipped", "unreach")
+
+
+def clock(seconds: float) -> str:
+    """42s, 3m05s, 1h02m."""
+    whole = int(max(0.0, seconds))
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
 
 
 @dataclass
@@ -45,6 +61,7 @@ class Progress:
         live: bool | None = None,
         verbose: bool = False,
         redact: Callable[[str], str] = lambda text: text,
+        previous: PreviousRun | None = None,
     ) -> None:
         self.stream = stream
         self.live = stream.isatty() if live is None else live
@@ -55,6 +72,8 @@ class Progress:
         self.playing = False
         self.task_labels: dict[str, str] = {}
         self.hosts: dict[str, _Host] = {}
+        self.previous = previous
+        self.task_starts = 0
         self._lock = threading.Lock()
         self._console = Console(
             file=stream,
@@ -101,8 +120,9 @@ class Progress:
             self._print(f"{self._stamp()} PLAY {event.name}", style="bold")
         elif isinstance(event, TaskStart):
             self.task_labels[event.uuid] = event.label
+            self.task_starts += 1
             if not self.live:
-                self._print(f"{self._stamp()} TASK {event.label}")
+                self._print(f"{self._stamp()} TASK {event.label}{self._how_far(event.label)}")
         elif isinstance(event, HostStart):
             host = self.hosts.setdefault(event.host, _Host())
             host.task = self.task_labels.get(event.task_uuid, "")
@@ -122,6 +142,22 @@ class Progress:
                 if not self.live:
                     line = " ".join(f"{key}={counts.get(key, 0)}" for key in COUNT_KEYS)
                     self._print(f"{self._stamp()} RECAP {name}: {line}")
+
+    def position(self) -> str:
+        """ "task 84 of ~148" (the last run's count), or "task 84" without a last run."""
+        if self.previous is None:
+            return f"task {self.task_starts}"
+        return f"task {self.task_starts} of ~{max(self.previous.task_starts, self.task_starts)}"
+
+    def last_took(self, label: str) -> float | None:
+        return None if self.previous is None else self.previous.task_seconds.get(label)
+
+    def _how_far(self, label: str) -> str:
+        """The plain line's tail: where the run is and what this task took last time."""
+        if self.previous is None:
+            return ""
+        took = self.last_took(label)
+        return f"  ({self.position()}" + (f"; took {clock(took)} last run)" if took is not None else ")")
 
     def _result(self, event: HostResult, now: float) -> None:
         host = self.hosts.setdefault(event.host, _Host())
@@ -149,17 +185,22 @@ class Progress:
                 table.add_column(column, justify="left" if column in ("host", "current task") else "right")
             for name, host in sorted(self.hosts.items()):
                 c = host.counts
+                took = self.last_took(host.task) if host.task else None
+                elapsed = clock(now - host.since) + (f" of ~{clock(took)}" if took is not None else "")
                 table.add_row(
                     name,
                     host.task or "-",
-                    f"{now - host.since:.1f}s" if host.task else "",
+                    elapsed if host.task else "",
                     Text(str(c["ok"]), style="green"),
                     Text(str(c["changed"]), style="yellow" if c["changed"] else ""),
                     Text(str(c["failed"]), style="bold red" if c["failed"] else ""),
                     str(c["skipped"]),
                     Text(str(c["unreachable"]), style="bold magenta" if c["unreachable"] else ""),
                 )
-            header = Text(f"{self.play}  ({now - self.t0:.0f}s)", style="bold")
+            overall = clock(now - self.t0)
+            if self.previous is not None and self.previous.duration_s > 0:
+                overall += f" of ~{clock(self.previous.duration_s)} last run"
+            header = Text(f"{self.play}  ({self.position()}, {overall})", style="bold")
             return Group(header, table)
 
     def final(self, summary: dict[str, Any]) -> None:

@@ -20,6 +20,7 @@ UNGATED_RC = 6
 MAX_MESSAGE = 4000
 NO_ROLE = "(play)"
 OUTPUT_TAIL = 30
+PROGRESS_MIN_S = 5.0  # a task shorter than this needs no "how long last time"
 
 
 @dataclass
@@ -39,10 +40,14 @@ class RunRecorder:
     tasks: dict[str, _Task] = field(default_factory=dict)
     output: list[str] = field(default_factory=list)
     playing: bool = False
+    # every task start, batches of a `serial` play included (a task repeats once per batch): what the
+    # progress display of the next run counts towards ("task 84 of ~148")
+    task_starts: int = 0
 
     def feed(self, event: Event) -> None:
         if isinstance(event, TaskStart):
             self.tasks.setdefault(event.uuid, _Task(event))
+            self.task_starts += 1
         elif isinstance(event, HostResult):
             self.results.append(event)
             task = self.tasks.get(event.task_uuid)
@@ -83,6 +88,15 @@ class RunRecorder:
                 elapsed = max(0.0, (task.last - task.first).total_seconds())
                 entry["elapsed_s"] = round(float(entry["elapsed_s"]) + elapsed, 3)
         return roles
+
+    def task_seconds(self) -> dict[str, float]:
+        """The longest one host took for each task (by label), for tasks of PROGRESS_MIN_S or more:
+        what the next run's progress display shows as "of ~N last run"."""
+        longest: dict[str, float] = {}
+        for result in self.results:
+            if result.duration >= PROGRESS_MIN_S:
+                longest[result.label] = max(longest.get(result.label, 0.0), round(result.duration, 1))
+        return longest
 
     def failed_tasks(self) -> list[dict[str, str]]:
         return [
@@ -142,6 +156,8 @@ class RunRecorder:
             "duration_s": round((finished - started).total_seconds(), 3),
             "hosts": hosts,
             "roles": self.role_elapsed(),
+            "task_starts": self.task_starts,
+            "task_seconds": self.task_seconds(),
             "failed_tasks": self.failed_tasks(),
             "changed_tasks": self.changed_tasks(),
             "stats_data": self.stats_data(),
