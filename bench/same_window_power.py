@@ -107,11 +107,12 @@ def main() -> int:
             for reg in (float(x) for x in args.regressions.split(",")):
                 slowdown = 1.0 - (1.0 - reg / 100) * (1.0 - drift / 100)
                 old = sum(
-                    gate_power.trial(old_args, cv / 100, slowdown, rng, True)[0] for _ in range(args.trials)
+                    gate_power.trial(old_args, cv / 100, slowdown, rng, True)[0]
+                    for _trial in range(args.trials)
                 )
                 counts = {"fail": 0, "inconclusive": 0, "pass": 0}
                 used = 0
-                for _ in range(args.trials):
+                for _trial in range(args.trials):
                     cell = Cell(cv / 100, drift / 100, reg / 100)
                     decision, pairs = same_window_trial(rng, cell, levels, args)
                     counts[decision] += 1
