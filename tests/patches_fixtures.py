@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import shutil
 import subprocess
 import sys
@@ -89,6 +90,19 @@ def load_series() -> Series:
         flashinfer_version=str(applies_to["flashinfer"]),
         patches=patches,
     )
+
+
+def run_probe(python: Path, argv: list[str], env: Mapping[str, str]) -> dict[str, object]:
+    """Run ``python argv...`` (a probe script in the release venv) and return the JSON document it
+    prints on its ``PROBE `` line; fails with the probe's output when it exits non-zero."""
+    proc = subprocess.run(
+        [str(python), *argv], capture_output=True, text=True, env=dict(env), timeout=600, check=False
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("PROBE "))
+    result = json.loads(line.removeprefix("PROBE "))
+    assert isinstance(result, dict)
+    return result
 
 
 def sha256_of(path: Path) -> str:

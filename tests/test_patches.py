@@ -9,7 +9,6 @@ tree on a machine without a GPU.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -37,6 +36,7 @@ from patches_fixtures import (  # noqa: E402
     build_tree,
     load_series,
     run_patch,
+    run_probe,
     sha256_of,
 )
 
@@ -214,18 +214,7 @@ def _probe(python: Path, tree: Path, mode: str) -> dict[str, object]:
         "FLASHINFER_CUDA_ARCH_LIST": "12.0a",  # no GPU here: tell flashinfer the target arch
         "CUDA_VISIBLE_DEVICES": "",
     }
-    proc = subprocess.run(
-        [str(python), "-c", _PROBE, mode],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("PROBE "))
-    result = json.loads(line.removeprefix("PROBE "))
-    assert isinstance(result, dict)
+    result = run_probe(python, ["-c", _PROBE, mode], env)
     return result
 
 

@@ -10,13 +10,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 from pathlib import Path
+from typing import cast
 
 import pytest
 
 pytest.register_assert_rewrite("patches_fixtures")
 pytest_plugins = ("patches_fixtures",)
+
+from patches_fixtures import run_probe  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = REPO / "src" / "sglang_deploy" / "data" / "lab-model" / "target"
@@ -74,18 +76,7 @@ def _probe(python: Path, model: Path, mode: str, marker: Path) -> dict[str, str]
     runner.mkdir()
     shutil.copy(REPO / "roles/verify/files/verify_bench.py", runner)
     shutil.copy(REPO / "plugins/module_utils/verify_scrub.py", runner)
-    proc = subprocess.run(
-        [str(python), "-c", PROBE, str(runner), str(model), mode],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("PROBE "))
-    result: dict[str, str] = json.loads(line.removeprefix("PROBE "))
-    return result
+    return cast(dict[str, str], run_probe(python, ["-c", PROBE, str(runner), str(model), mode], env))
 
 
 def test_remote_code_off_runs_none_of_the_models_code(sglang_venv_python: Path, tmp_path: Path) -> None:
