@@ -88,6 +88,15 @@ def test_preflight_export_takes_the_profile_from_the_one_decider() -> None:
     assert "nccl_env_interconnect" in expr, expr
 
 
+def test_verify_and_autotune_take_tp_per_node_from_the_launch_spec() -> None:
+    """The GPUs of this host's tp group: the launch spec divides (tp_per_node); verify's NCCL layer and
+    autotune's NCCL measurement default to it instead of dividing sglang_tp_size themselves."""
+    for role, var in (("verify", "verify_tp_size"), ("autotune", "autotune_tp_size")):
+        defaults = yaml.safe_load((REPO / "roles" / role / "defaults/main.yml").read_text())
+        assert defaults[var] == "{{ preflight_launch_spec.tp_per_node }}", role
+    assert launch_spec.resolve(_launch_cfg(tp_size=4))["spec"]["tp_per_node"] == 4
+
+
 def test_one_lock_parser_for_the_audit_and_the_receipt() -> None:
     """The host's audit (module sglang_stack_audit) and the receipt's pins (filter
     sglang_stack_lock_summary) read requirements.lock with module_utils/uv_lock.py."""

@@ -159,6 +159,23 @@ def test_optional_flags() -> None:
     assert off["auth"]["enabled"] is False
 
 
+def test_tp_per_node_is_tp_over_the_nodes_of_the_replica() -> None:
+    """verify and autotune size their tp group from tp_per_node (GPUs 0..n-1 of this host); they keep no
+    derivation of their own."""
+    assert (spec()["tp_size"], spec()["tp_per_node"]) == (8, 8)
+    assert spec(tp_size=1)["tp_per_node"] == 1
+    servers = ["gpu-a1", "gpu-a2"]
+    for host in servers:
+        section = {
+            "host": host, "servers": servers, "replicas": {"gpu-a1": "a", "gpu-a2": "a"},
+            "addresses": {"gpu-a1": "10.0.0.11", "gpu-a2": "10.0.0.12"}, "port": 20000,
+        }  # fmt: skip
+        s = spec(tp_size=16, multinode=section)
+        assert (s["multinode"]["nnodes"], s["tp_size"], s["tp_per_node"]) == (2, 16, 8)
+    single = spec(tp_size=4, multinode={**section, "host": "solo", "servers": [*servers, "solo"]})
+    assert (single["multinode"]["nnodes"], single["tp_per_node"]) == (1, 4)
+
+
 def test_endpoint_urls() -> None:
     assert spec(host="0.0.0.0")["endpoint"]["probe_url"] == "http://127.0.0.1:30000"
     assert spec(host="::1")["endpoint"]["base_url"] == "http://[::1]:30000"

@@ -669,6 +669,9 @@ def resolve(cfg: Mapping[str, Any]) -> dict[str, Any]:
             "trust_remote_code": v["trust_remote_code"],
         },
         "tp_size": v["tp_size"],
+        # this host's GPUs of the tp group (GPUs 0..n-1): tp / the nodes of its replica (SGLang splits tp
+        # evenly; multinode.check_tp refused a tp the nodes do not divide); verify and autotune read it
+        "tp_per_node": v["tp_size"] // int(mn.get("nnodes") or 1),
         "launcher": launcher,
         "server_args": server_args,
         "extra_args": list(extra),
