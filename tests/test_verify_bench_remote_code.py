@@ -72,10 +72,11 @@ def _probe(python: Path, model: Path, mode: str, marker: Path) -> dict[str, str]
         "CUDA_VISIBLE_DEVICES": "",
         "HF_MODULES_CACHE": str(marker.parent / f"modules-{mode}"),
     }
-    runner = marker.parent / f"runner-{mode}"  # as the role copies them: the runner beside the scrubber
+    runner = marker.parent / f"runner-{mode}"  # as the role copies them: runner, scrubber, rule
     runner.mkdir()
     shutil.copy(REPO / "roles/verify/files/verify_bench.py", runner)
     shutil.copy(REPO / "plugins/module_utils/verify_scrub.py", runner)
+    shutil.copy(REPO / "plugins/module_utils/secret_names.py", runner)
     return cast(dict[str, str], run_probe(python, ["-c", PROBE, str(runner), str(model), mode], env))
 
 

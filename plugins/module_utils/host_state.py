@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule  # type: ignore[import-untyped]
+from ansible_collections.sglang.deploy.plugins.module_utils.secret_names import MASK, is_secret_name
 
 
 def sha256(path: str | Path) -> str | None:
@@ -65,16 +66,14 @@ def exit_with_probe(probe: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
 # --- the running process of a unit (sglang_service_probe's `process` answer) -----------------------
 # What a process runs is read from /proc/<pid> (argv, environment, executable, mappings, cwd) and
 # compared here, on the host: environment values never leave the module (only names and whether they
-# match), and argv words after a secret-looking flag are masked before anything is returned.
+# match), and argv words after a secret-named flag (the one rule, secret_names.py) are masked before
+# anything is returned.
 
-# (`token` but not `tokenizer`: --tokenizer-path is no secret)
-_SECRET_NAME = re.compile(r"(?i)(key|token(?!izer)|passw|secret|credential)")
 _SYSTEMD_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _SYSTEMD_SPECIFIER = re.compile(r"%[A-Za-z]")
 _ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # a value of a non-secret NCCL_* variable short and plain enough to be shown in a drift message
 _SHOWABLE_VALUE = re.compile(r"[A-Za-z0-9_.,:+=/-]{0,64}")
-MASK = "********"
 
 # Reads /proc/<pid> as the process' own user (see read_process): printed as one JSON line.
 _READ_AS_OWNER = r"""
@@ -90,11 +89,6 @@ def rl(name):
         return ''
 print(json.dumps({'environ': rd('environ'), 'maps': rd('maps'), 'exe': rl('exe'), 'cwd': rl('cwd')}))
 """
-
-
-def secret_name(name: str) -> bool:
-    """True for a variable or flag name that looks like it holds a secret (key, token, password...)."""
-    return bool(_SECRET_NAME.search(name))
 
 
 def parse_env_file(text: str) -> dict[str, str]:
@@ -244,11 +238,11 @@ def argv_word_matches(want: str, have: str, env: dict[str, str]) -> bool:
 
 
 def mask_argv(argv: list[str], want: list[str], env: dict[str, str]) -> list[str]:
-    """argv with secret values replaced by ********: the word after a secret-looking flag
-    (`--api-key`, any flag named key/token/password/secret), the value of `--secret-flag=value`, a
+    """argv with secret values replaced by MASK: the word after a secret-named flag
+    (`--api-key`, any flag secret_names.is_secret_name calls secret), the value of `--secret-flag=value`, a
     word at a position where the unit has `${SECRET_NAME}`, and any word equal to the value of a
     secret-named variable of `env`."""
-    secrets = {v for k, v in env.items() if secret_name(k) and v}
+    secrets = {v for k, v in env.items() if is_secret_name(k) and v}
     out: list[str] = []
     for i, word in enumerate(argv):
         prev = argv[i - 1] if i else ""
@@ -256,11 +250,11 @@ def mask_argv(argv: list[str], want: list[str], env: dict[str, str]) -> list[str
         if (
             word in secrets
             or any(s in word for s in secrets if len(s) >= 8)
-            or (prev.startswith("-") and secret_name(prev) and not word.startswith("--"))
-            or (i < len(want) and any(secret_name(n) for n in _SYSTEMD_VAR.findall(want[i])))
+            or (prev.startswith("-") and is_secret_name(prev) and not word.startswith("--"))
+            or (i < len(want) and any(is_secret_name(n) for n in _SYSTEMD_VAR.findall(want[i])))
         ):
             out.append(MASK)
-        elif eq and flag.startswith("-") and secret_name(flag):
+        elif eq and flag.startswith("-") and is_secret_name(flag):
             out.append(f"{flag}={MASK}")
         else:
             out.append(word)
@@ -312,8 +306,8 @@ def compare_process(
         if name not in env:
             env_diff.append(f"{name} not set")
         elif env[name] != want:
-            if name.startswith("NCCL_") and not secret_name(name) and _SHOWABLE_VALUE.fullmatch(env[name]) \
-                    and _SHOWABLE_VALUE.fullmatch(want):  # fmt: skip
+            if name.startswith("NCCL_") and not is_secret_name(name) \
+                    and _SHOWABLE_VALUE.fullmatch(env[name]) and _SHOWABLE_VALUE.fullmatch(want):  # fmt: skip
                 env_diff.append(f"{name}={env[name]} (want {want})")
             else:
                 env_diff.append(f"{name} differs")

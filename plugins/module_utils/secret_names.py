@@ -2,12 +2,14 @@
 
 Used by the CLI (src/sglang_deploy/redact.py loads this file: plugins cannot import src/, so the rule
 lives here and the CLI imports it) and by the collection's plugins (the host lock's recorded command,
-plugins/module_utils/host_lock.py; the input checks' messages, text_checks.py). One rule, so a name
-the CLI masks is masked in the lock record and in preflight's messages too. (verify_gate.py's
-launch-spec hash keeps its own list: changing it would change every recorded hash.)
+plugins/module_utils/host_lock.py; the input checks' messages, text_checks.py; the benchmark
+scrubber, verify_scrub.py; the running process' argv and environment, host_state.py; the launch-spec
+hash, verify_gate.py). One rule, so a name the CLI masks is masked in the lock record, in preflight's
+messages and in verify's records too.
 
 A name is secret when it holds one of the words of :data:`SECRET_WORDS` (case-insensitive, searched):
-``api_key``/``api-key``/``apikey``, ``token`` (not ``tokens``: ``max_new_tokens`` is a count),
+``api_key``/``api-key``/``apikey``, ``token`` (not ``tokens``: ``max_new_tokens`` is a count; not
+``tokenizer``: ``--tokenizer-path`` names a directory),
 ``secret``, ``password``/``passwd``, ``pass`` as a word of its own (``ansible_become_pass``,
 ``ansible_ssh_pass``, ``vault_pass``; not ``bypass`` or ``passes``), ``private_key`` and
 ``credential``. Ansible's connection secrets (``ansible_password``, ``ansible_become_password``,
@@ -25,12 +27,20 @@ MASK = "********"
 # mask (the CLI's text pattern, redact.py, is built from it): not `private_key` and `credential`, which
 # in free text name where a secret is (`ansible_ssh_private_key_file: /root/.ssh/id`, a unit's
 # `LoadCredential=sglang-config.yaml:/etc/...`), not the secret.
-TEXT_SECRET_WORDS = r"api[_-]?key|token(?!s)|secret|passw(?:or)?d|(?<![a-z])pass(?![a-z])"
+TEXT_SECRET_WORDS = r"api[_-]?key|token(?!s|izer)|secret|passw(?:or)?d|(?<![a-z])pass(?![a-z])"
 # the words of a secret variable, option or environment name, as a regex alternation
 SECRET_WORDS = TEXT_SECRET_WORDS + r"|private[_-]?key|credential"
 SECRET_NAME = re.compile(f"(?:{SECRET_WORDS})", re.IGNORECASE)
+TEXT_SECRET_NAME = re.compile(f"(?:{TEXT_SECRET_WORDS})", re.IGNORECASE)
 
 
 def is_secret_name(name: str) -> bool:
     """Whether the variable, option or environment name ``name`` holds a secret."""
     return SECRET_NAME.search(name) is not None
+
+
+def is_secret_field(name: str) -> bool:
+    """Whether the field ``name`` of a record or a program's JSON output (SGLang's server info, the
+    verify document's context) holds a secret: the words of :data:`TEXT_SECRET_WORDS`, as the CLI masks
+    ``"name": "value"`` in what it prints (a ``credential`` field names a credential, it is none)."""
+    return TEXT_SECRET_NAME.search(name) is not None

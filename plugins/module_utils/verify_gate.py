@@ -28,6 +28,8 @@ import re
 import statistics
 from typing import Any
 
+from ansible_collections.sglang.deploy.plugins.module_utils.secret_names import is_secret_name
+
 _FIGURES = {
     "output_tps": "output_throughput",
     "ttft_p50_ms": "median_ttft_ms",
@@ -139,13 +141,19 @@ FINGERPRINT_MATCH = (
     "driver",
 )
 FINGERPRINT_RECORDED = ("release_id", "nccl_env_sha256")
-_SECRET_NAME = re.compile(r"(?i).*(api_?key|token|passw(or)?d|secret|credential).*")
 _SECRET_FLAGS = ("--api-key", "--admin-api-key")
 
 
 def _sha256(data: Any) -> str:
     text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _hash_hides(name: str) -> bool:
+    """Whether the launch-spec hash leaves the value of the environment variable ``name`` out: the one
+    secret-name rule (secret_names.py), plus every name holding ``token`` (``*_TOKENS``, ``TOKENIZER*``:
+    the hash has always left those out, and recorded hashes stay comparable only if it still does)."""
+    return is_secret_name(name) or "token" in name.lower()
 
 
 def launch_spec_hash(spec: dict[str, Any]) -> str:
@@ -158,9 +166,7 @@ def launch_spec_hash(spec: dict[str, Any]) -> str:
         clean.append("<secret>" if hide else word)
         hide = word in _SECRET_FLAGS
     env = spec.get("environment") or {}
-    env_clean = {
-        str(k): ("<secret>" if _SECRET_NAME.fullmatch(str(k)) else str(v)) for k, v in dict(env).items()
-    }
+    env_clean = {str(k): ("<secret>" if _hash_hides(str(k)) else str(v)) for k, v in dict(env).items()}
     return _sha256({"server_args": clean, "environment": env_clean})
 
 

@@ -3,13 +3,16 @@
 Pure Python, no Ansible import: the verify role's benchmark runner (``roles/verify/files/verify_bench.py``,
 run with the release venv's python on the host) loads this very file by path, the filter
 ``sglang.deploy.verify_scrub`` uses it on the controller, and ``tests/test_verify_scrub.py`` tests it.
+Which names are secret, and the mask, are the one rule of ``secret_names.py`` (copied beside this file
+on the host, roles/verify/tasks/bench_exec.yml).
 
 Why: ``sglang.bench_serving`` embeds ``/get_server_info`` in every line of its JSONL output, and
 SGLang's server info carries ``api_key`` (and ``admin_api_key``) in clear.
 
 Two passes, both needed:
-* structural: every mapping key that names a secret (``api_key``, ``admin_api_key``, ``*_token``,
-  ``password``...) gets the value ``MASK`` whatever its value (a key rotated since, or one the caller
+* structural: every mapping key that names a secret (``secret_names.is_secret_field``: ``api_key``,
+  ``admin_api_key``, ``hf_token``, ``password``...; not ``max_total_tokens`` or ``tokenizer_path``)
+  gets the value ``MASK`` whatever its value (a key rotated since, or one the caller
   did not know);
 * literal: every occurrence of each known secret value in any string (keys and values, at any depth;
   and in raw text) is replaced by ``MASK``.
@@ -18,15 +21,14 @@ Two passes, both needed:
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
-MASK = "********"
+try:
+    from ansible_collections.sglang.deploy.plugins.module_utils.secret_names import MASK, is_secret_field
+except ImportError:  # on the host: verify_bench.py imports this file and secret_names.py from its dir
+    from secret_names import MASK, is_secret_field  # type: ignore[import-not-found]
 
-# Mapping keys whose values are secrets (SGLang's ServerArgs: api_key, admin_api_key; hub tokens).
-SECRET_KEY_RE = re.compile(r"(^|_)(api_key|apikey|token|secret|password|passwd)$", re.IGNORECASE)
-# Keys that look secret by name but hold no secret (kept as they are).
-NOT_SECRET = frozenset({"max_total_tokens", "max_prefill_tokens", "num_reserved_decode_tokens"})
+__all__ = ["MASK", "find_leaks", "is_secret_key", "scrub_data", "scrub_jsonl", "scrub_text"]
 # Secrets shorter than this are not replaced literally (a 1-3 character "secret" would shred the text).
 MIN_SECRET_LEN = 4
 
@@ -44,7 +46,7 @@ def _secrets(secrets: list[str] | tuple[str, ...] | str | None) -> list[str]:
 
 def is_secret_key(name: str) -> bool:
     """True when a mapping key names a secret (its value is masked whatever it is)."""
-    return name not in NOT_SECRET and SECRET_KEY_RE.search(name) is not None
+    return bool(is_secret_field(name))
 
 
 def scrub_text(text: str, secrets: list[str] | tuple[str, ...] | str | None) -> str:

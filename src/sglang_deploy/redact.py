@@ -45,10 +45,8 @@ SECRET_NAME: re.Pattern[str] = _RULE.SECRET_NAME
 # quadratically over long word-character runs (hashes, base64 in module output) and took minutes
 # on a real stack-install artifact dir.
 _PATTERNS = (
-    # --api-key VALUE / --api-key=VALUE / --token VALUE
-    re.compile(
-        r"(--[\w-]{0,40}(?:api[_-]?key|token(?!s)|password|secret)[\w-]{0,40}[ =])([^\s\\\"']+)", re.I
-    ),
+    # --api-key VALUE / --api-key=VALUE / --token VALUE (the flag's name by the one rule's text words)
+    re.compile(r"(--[\w-]{0,40}(?:" + _RULE.TEXT_SECRET_WORDS + r")[\w-]{0,40}[ =])([^\s\\\"']+)", re.I),
     # name=value / name: value / "name": "value" with a secret-looking name (not the last part of a
     # path: "/etc/sglang/api-key.env: missing" names a file, it quotes no secret)
     re.compile(
