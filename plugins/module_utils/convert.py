@@ -71,6 +71,29 @@ def show(value: Any) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
+# The one port rule (the service's, a multi-node replica's, the router's and its metrics' port): the units
+# run without CAP_NET_BIND_SERVICE, so 1024-65535; an int, or a string of ASCII digits only (no sign,
+# no white space: the stricter of the launch spec's as_int and the router's old `[0-9]{4,5}`).
+PORT_MIN = 1024
+PORT_MAX = 65535
+PORT_ALLOWED = f"an integer {PORT_MIN}-{PORT_MAX} (the units run without CAP_NET_BIND_SERVICE)"
+_PORT = re.compile(r"[0-9]{1,5}")
+
+
+def as_port(value: Any) -> int | None:
+    """The port ``value`` names (an int, or a string of ASCII digits, 1024-65535); None otherwise."""
+    if isinstance(value, str):
+        value = int(value) if _PORT.fullmatch(value) else None
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if PORT_MIN <= value <= PORT_MAX else None
+
+
+def valid_port(value: Any) -> bool:
+    """Whether ``value`` is a port by the one port rule (:func:`as_port`)."""
+    return as_port(value) is not None
+
+
 _HOST_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
 
 

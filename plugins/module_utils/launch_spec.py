@@ -28,12 +28,12 @@ from ansible_collections.sglang.deploy.plugins.module_utils.choices import (
     INTERCONNECTS,
     NCCL_PROFILES,
 )
+from ansible_collections.sglang.deploy.plugins.module_utils.convert import PORT_ALLOWED, as_port, valid_host
 from ansible_collections.sglang.deploy.plugins.module_utils.convert import as_bool as _bool
 from ansible_collections.sglang.deploy.plugins.module_utils.convert import as_float as _float
 from ansible_collections.sglang.deploy.plugins.module_utils.convert import as_int as _int
 from ansible_collections.sglang.deploy.plugins.module_utils.convert import show as _show
 from ansible_collections.sglang.deploy.plugins.module_utils.convert import unset as _unset
-from ansible_collections.sglang.deploy.plugins.module_utils.convert import valid_host
 from ansible_collections.sglang.deploy.plugins.module_utils.nccl_profile import resolve_profile
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_argv import describe as _argv_describe
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_argv import parse_errors as _argv_errors
@@ -69,8 +69,6 @@ PRESET_KEYS = ("speculative", "algorithm", "num_steps", "eagle_topk", "num_draft
 TP_SIZE_MAX = 64
 DRAFT_VAR = "sglang_speculative_num_draft_tokens"
 ROOT_VAR = "sglang_root (launcher <sglang_root>/current/venv/bin/python)"
-PORT_MIN = 1024  # the service runs without CAP_NET_BIND_SERVICE
-PORT_MAX = 65535
 
 # A path that goes unquoted into a unit, an env file and a shell command: no whitespace, quotes,
 # backslash, `$` (expansion), `%` (systemd specifiers), `;`, `#`, backquote or control characters.
@@ -278,13 +276,9 @@ def _check_inputs(cfg: Mapping[str, Any], errors: _Errors, speculative: bool) ->
             "an IPv4/IPv6 address (127.0.0.1, 0.0.0.0, ::1) or an RFC 1123 host name",
         )
     out["host"] = host
-    port = _int(cfg.get("port"))
-    if port is None or not PORT_MIN <= port <= PORT_MAX:
-        errors.bad(
-            "sglang_service_port",
-            cfg.get("port"),
-            f"an integer {PORT_MIN}-{PORT_MAX} (the service runs without CAP_NET_BIND_SERVICE)",
-        )
+    port = as_port(cfg.get("port"))
+    if port is None:
+        errors.bad("sglang_service_port", cfg.get("port"), PORT_ALLOWED)
     out["port"] = port
     backend = cfg.get("attention_backend")
     if backend not in ATTENTION_BACKENDS:

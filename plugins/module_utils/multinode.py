@@ -33,15 +33,13 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ansible_collections.sglang.deploy.plugins.module_utils.convert import as_int, valid_host
+from ansible_collections.sglang.deploy.plugins.module_utils.convert import PORT_ALLOWED, as_port, valid_host
 from ansible_collections.sglang.deploy.plugins.module_utils.convert import show as _show
 
 REPLICA_VAR = "sglang_replica"
 ADDRESS_VAR = "sglang_replica_address"
 PORT_VAR = "sglang_dist_init_port"
 IFNAME_VARS = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
-PORT_MIN = 1024
-PORT_MAX = 65535
 _REPLICA = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@+=:-]{0,127}")
 _REPLICA_CHARS = "1-128 characters of A-Z a-z 0-9 _ . @ + = : - (starting with a letter or digit)"
 # A Linux interface name (IFNAMSIZ 16 incl. NUL): no "/", whitespace, ":" aliases are fine for NCCL
@@ -123,11 +121,11 @@ def plan(cfg: Mapping[str, Any]) -> dict[str, Any]:
         names[server] = value
     replica = names[host]
     hosts = [s for s in servers if names[s] == replica] if host in servers else [host]
-    port = as_int(cfg.get("port"))
-    if port is None or not PORT_MIN <= port <= PORT_MAX:
+    port = as_port(cfg.get("port"))
+    if port is None:
         errors.append(
-            f"{PORT_VAR}={_show(cfg.get('port'))} (host {host}) is not valid: allowed an integer "
-            f"{PORT_MIN}-{PORT_MAX} (the rank-0 host's port where torch.distributed meets)"
+            f"{PORT_VAR}={_show(cfg.get('port'))} (host {host}) is not valid: allowed {PORT_ALLOWED}"
+            " (the rank-0 host's port where torch.distributed meets)"
         )
         port = None
     if len(hosts) == 1:
