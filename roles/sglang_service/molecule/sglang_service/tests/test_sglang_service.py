@@ -373,7 +373,7 @@ def test_unhealthy_double_fails_with_journal_lines(host):
             "/etc/sglang/launch-args-unhealthy.json; systemctl daemon-reload"
         )
     assert rc != 0, out[-4000:]
-    assert f"{name} did not answer 200 on http://127.0.0.1:30001/health" in out, out[-4000:]
+    assert f"{name}.service did not answer 200 on http://127.0.0.1:30001/health" in out, out[-4000:]
     assert "UNHEALTHY mode: /health answers 503 forever" in out, out[-4000:]
     # The double prints the key like SGLang does; the failure message shows it masked.
     assert "api_key=********" in out or "api_key='********" in out, out[-4000:]

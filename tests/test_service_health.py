@@ -1,0 +1,93 @@
+"""The one "restart and await health" rule set (plugins/module_utils/service_health.py): the timeout
+rule, the start-up record, the start-up arithmetic, the journal's masking. The module itself runs
+against real systemd units in the molecule scenarios of sglang_service, deploy_state, sglang_router
+and verify, and in the e2e."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from modload import REPO, load_module
+
+rule = load_module("service_health_rule", REPO / "plugins/module_utils/service_health.py")
+
+
+def test_unit_names_are_full_matched() -> None:
+    assert rule.unit_name("sglang-kimi") == "sglang-kimi.service"
+    assert rule.unit_name("sglang-router.service") == "sglang-router.service"
+    for bad in ["", "../x", "a b", "x\n", "x.service\nExecStart=/bin/sh", "/etc/x"]:
+        with pytest.raises(ValueError, match="allowed a systemd service name"):
+            rule.unit_name(bad)
+
+
+def test_no_measurement_waits_the_configured_time() -> None:
+    seconds, why = rule.timeout(1800, {})
+    assert seconds == 1800
+    assert "configured" in why
+    assert "no start-up" in why
+
+
+def test_a_measured_startup_sets_the_wait() -> None:
+    # a 4-minute start-up is given 12 minutes, not 30
+    seconds, why = rule.timeout(1800, {"startup_s": 240.0})
+    assert seconds == 720
+    assert "3 x the last measured start-up 240.0 s" in why
+
+
+def test_a_fast_unit_gets_the_floor() -> None:
+    # the router or the lab double (40 s; 148 s once on a loaded 2-core machine): at least 300 s
+    assert rule.timeout(1800, {"startup_s": 2.0})[0] == rule.STARTUP_FLOOR_S == 300
+    assert rule.timeout(1800, {"startup_s": 100.0})[0] == 300
+
+
+def test_the_configured_ceiling_caps_the_wait() -> None:
+    seconds, why = rule.timeout(1800, {"startup_s": 900.0})
+    assert seconds == 1800
+    assert "ceiling" in why
+    assert "2700" in why
+    # a ceiling under the floor is still the ceiling (the router's 300 s, an operator's 120 s)
+    assert rule.timeout(120, {"startup_s": 2.0})[0] == 120
+
+
+def test_records_are_read_strictly() -> None:
+    good = {"unit": "u.service", "invocation": "abc", "startup_s": 12.5, "measured_at": "t"}
+    assert rule.parse_record(json.dumps(good))["startup_s"] == 12.5
+    for bad in [None, "", "{", "[]", '{"startup_s": "x"}', '{"startup_s": -1}', '{"startup_s": NaN}', "{}"]:
+        assert rule.parse_record(bad) == {}, bad
+
+
+def test_startup_seconds_from_systemd_and_uptime() -> None:
+    assert rule.startup_seconds("1234.56 99.0\n", "1000000000") == 234.6
+    assert rule.startup_seconds("12.0 1.0", "0") is None  # systemd has no start time
+    assert rule.startup_seconds("", "5") is None
+    assert rule.startup_seconds("10.0 1", "20000000") == 0.0  # never negative
+
+
+def test_parse_show() -> None:
+    show = rule.parse_show("ActiveState=active\nInvocationID=ab12\nExecMainStartTimestampMonotonic=5\nX\n")
+    assert show == {"ActiveState": "active", "InvocationID": "ab12", "ExecMainStartTimestampMonotonic": "5"}
+
+
+def test_secret_values_from_key_files_and_config_yaml() -> None:
+    key_file = "sk-live-0123456789abcdef\n"
+    config = "api-key: 'cfg-secret-value-42'\nhost: 0.0.0.0\nport: 30000\nmax-total-tokens: 8192\n"
+    env = "export HF_TOKEN=hf_abcdefgh\nNCCL_P2P_LEVEL=SYS\n"
+    values = rule.secret_values([key_file, config, env])
+    assert set(values) == {"sk-live-0123456789abcdef", "cfg-secret-value-42", "hf_abcdefgh"}
+    assert values == sorted(values, key=len, reverse=True)
+
+
+def test_mask_known_values_and_secret_named_pairs() -> None:
+    values = rule.secret_values(["api-key: cfg-secret-value-42\n"])
+    line = (
+        "2026-12-05T00:00:00 host python[1]: server_args=ServerArgs(api_key='cfg-secret-value-42', "
+        "tp_size=8) token=abc123456 Authorization: Bearer zzzzzzzz max_new_tokens=64 raw cfg-secret-value-42"
+    )
+    masked = rule.mask(line, values)
+    assert "cfg-secret-value-42" not in masked
+    assert "abc123456" not in masked
+    assert "zzzzzzzz" not in masked
+    assert "max_new_tokens=64" in masked
+    assert "tp_size=8" in masked
+    assert masked.count(rule.MASK) >= 4
