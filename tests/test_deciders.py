@@ -91,9 +91,14 @@ def test_preflight_export_takes_the_profile_from_the_one_decider() -> None:
 def test_verify_and_autotune_take_tp_per_node_from_the_launch_spec() -> None:
     """The GPUs of this host's tp group: the launch spec divides (tp_per_node); verify's NCCL layer and
     autotune's NCCL measurement default to it instead of dividing sglang_tp_size themselves."""
-    for role, var in (("verify", "verify_tp_size"), ("autotune", "autotune_tp_size")):
-        defaults = yaml.safe_load((REPO / "roles" / role / "defaults/main.yml").read_text())
-        assert defaults[var] == "{{ preflight_launch_spec.tp_per_node }}", role
+    for role in ("verify", "autotune"):
+        for var in (f"{role}_tp_size",):
+            for part in ("defaults/main.yml", "meta/argument_specs.yml", "tasks"):
+                path = REPO / "roles" / role / part
+                texts = [p.read_text() for p in path.rglob("*.yml")] if path.is_dir() else [path.read_text()]
+                assert not any(var in text for text in texts), (role, part)
+        tasks = "".join(p.read_text() for p in (REPO / "roles" / role / "tasks").rglob("*.yml"))
+        assert "preflight_launch_spec.tp_per_node | int" in tasks, role
     assert launch_spec.resolve(_launch_cfg(tp_size=4))["spec"]["tp_per_node"] == 4
 
 

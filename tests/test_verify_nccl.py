@@ -221,8 +221,7 @@ def _layer_args(spec: dict[str, Any]) -> list[str]:
     env = jinja2.Environment(undefined=jinja2.StrictUndefined)
     env.filters["quote"] = lambda v: shlex.quote(str(v))
     variables: dict[str, Any] = {
-        "preflight_launch_spec": spec,
-        "verify_tp_size": 2,
+        "preflight_launch_spec": {"tp_per_node": 2, **spec},
         "verify_nccl_reps": 5,
         "verify_nccl_iters": 100,
         "verify_nccl_env_file": "/etc/sglang/nccl.env",

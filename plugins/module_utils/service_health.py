@@ -51,20 +51,10 @@ def record_path(record_dir: str, unit: str) -> str:
 def parse_record(text: str | None) -> dict[str, Any]:
     """The record ({unit, invocation, startup_s, measured_at, resolution_s}) or {} when it is absent
     or not a record (a damaged file is ignored, not trusted: it is rewritten at the next start)."""
-    if not text:
-        return {}
     try:
-        data = json.loads(text)
-    except ValueError:
-        return {}
-    if not isinstance(data, dict):
-        return {}
-    value = data.get("startup_s")
-    if not isinstance(value, (int, float, str)):
-        return {}
-    try:
-        startup = float(value)
-    except ValueError:
+        data = json.loads(text or "null")
+        startup = float(data["startup_s"])
+    except (ValueError, TypeError, KeyError):
         return {}
     if not math.isfinite(startup) or startup < 0:
         return {}
