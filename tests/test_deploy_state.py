@@ -90,7 +90,6 @@ def test_a_snapshot_of_a_lower_overlay_layer_is_replaced(
     state.snapshot(check=False)
     assert state.mark_good(check=False, verdict="passed")
     host["files"]["nccl"].write_text("NCCL_P2P_LEVEL=NVL\n")
-    assert state.mark_good(check=False, verdict="passed")
     real = os.replace
 
     def overlay_replace(src: Any, dst: Any) -> None:
@@ -99,8 +98,8 @@ def test_a_snapshot_of_a_lower_overlay_layer_is_replaced(
         real(src, dst)
 
     monkeypatch.setattr(ds.os, "replace", overlay_replace)
-    changed, why, _in_force = state.snapshot(check=False)
-    assert changed, why
+    # marking the new state good records its snapshot at once (through the copy-aside path)
+    assert state.mark_good(check=False, verdict="passed")
     nccl = next(e for e in state.manifest()["entries"] if e["path"] == str(host["files"]["nccl"]))
     assert (state.snap / "files" / nccl["copy"]).read_text() == "NCCL_P2P_LEVEL=NVL\n"
     assert [p.name for p in state.dir.iterdir() if p.name.startswith(".snapshot.old")] == []
@@ -114,9 +113,13 @@ def test_an_unverified_state_never_replaces_the_last_good_snapshot(host: dict[st
     changed, why, _in_force = state.snapshot(check=False)
     assert not changed
     assert "never verified good" in why
-    # verified now: the next snapshot records it
+    # verified now: marking it good records its snapshot at once, so the next snapshot changes nothing
     assert state.mark_good(check=False, verdict="passed")
-    assert state.snapshot(check=False)[0]
+    nccl = next(e for e in state.manifest()["entries"] if e["path"] == str(host["files"]["nccl"]))
+    assert (state.snap / "files" / nccl["copy"]).read_text() == "NCCL_P2P_LEVEL=NVL\n"
+    changed, why, _in_force = state.snapshot(check=False)
+    assert not changed
+    assert "already" in why
 
 
 def test_one_restore_puts_back_files_modes_a_removed_file_a_dropin_and_the_link(host: dict[str, Any]) -> None:

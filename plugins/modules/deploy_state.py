@@ -26,6 +26,8 @@ description:
     keeps the verdict records (the last verified-good state, known-bad combinations).
   - C(snapshot) writes the snapshot only when there is none yet or the state in force is the one
     the last passed verdict recorded (C(mark_good)), so a snapshot is always the last good state.
+    C(mark_good) records the snapshot of the state it marks at once, so a no-op rerun's C(snapshot)
+    changes nothing.
   - C(restore) checks the snapshot's release against the rollback rules before it touches anything
     (complete, receipt checks passed, C(.launch-ok-<hash>) marker of the restored argv), writes each
     file through a temporary file and rename(2), removes managed files the snapshot did not have, and
@@ -591,6 +593,9 @@ class DeployState:
                       "combination": good,
                       "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}  # fmt: skip
             _write_atomic(self.dir / "verified.json", json.dumps(record, indent=2).encode(), 0o600)
+            # the state just marked good is the last good state: recorded now, not by the next run's
+            # snapshot (which would otherwise report a change on a no-op rerun)
+            self.snapshot(check)
         return True
 
     def mark_bad(self, check: bool, combination: dict[str, Any], reason: str) -> tuple[bool, str]:

@@ -66,7 +66,9 @@ def test_one_restore_puts_back_everything_and_restarts(host: Any) -> None:
     health = "import urllib.request as u; print(u.urlopen('http://127.0.0.1:30090/health', timeout=5).status)"
     assert host.check_output(f'python3 -c "{health}"') == "200"
     record = json.loads(host.file("/var/lib/sglang-deploy/startup/sglang-kimi.service.json").content_string)
-    assert record["invocation"] == host.check_output("systemctl show -p InvocationID --value sglang-kimi.service")
+    assert record["invocation"] == host.check_output(
+        "systemctl show -p InvocationID --value sglang-kimi.service"
+    )
     assert 0 <= record["startup_s"] < 30
     bad = json.loads(host.file(f"{STATE}/known-bad.json").content_string)
     assert [b["release_id"] for b in bad] == ["r2"]

@@ -274,6 +274,41 @@ def test_a_failed_build_leaves_the_unit_and_current_as_they_were(host) -> None:
     assert code == 200
 
 
+def test_a_failed_start_puts_the_whole_last_good_state_back(host) -> None:
+    """The router's transaction is the server's (role deploy_state): a drop-in that makes every start
+    fail (ExecStartPre=/bin/false, left by someone on the host) and a changed flag (--policy round_robin,
+    so the run restarts the router): the start's /health wait fails (the one restart-and-await-health),
+    and the last good state comes back whole - the unit without the new flag AND without the drop-in,
+    `current` - the router is restarted on it and answers /health, and the play fails reporting both.
+    The next run changes nothing but the workers the restarted router forgot."""
+    unit_path = f"/etc/systemd/system/{UNIT}.service"
+    dropin = f"/etc/systemd/system/{UNIT}.service.d/zz-broken.conf"
+    unit_sha = host.file(unit_path).sha256sum
+    current = host.file(f"{ROOT}/current").linked_to
+    host.check_output(f"mkdir -p {unit_path}.d && printf '[Service]\\nExecStartPre=/bin/false\\n' > {dropin}")
+    broken = {"sglang_router_policy": "round_robin", "sglang_router_health_timeout": 20}
+    rc, out = moltest.run_playbook("converge.yml", extra=[broken])
+    assert rc != 0, out[-4000:]
+    assert "router stage failed on" in out, out[-4000:]
+    # the failed task (systemctl's own error, or the wait, with the journal's last lines)
+    assert "in 'Restart or start the router and wait for its /health'" in out, out[-4000:]
+    assert "restore: restored the state of" in out, out[-4000:]
+    assert "zz-broken.conf" in out, out[-4000:]  # the restore names what it put back
+    assert not host.file(dropin).exists
+    assert host.file(unit_path).sha256sum == unit_sha
+    assert "round_robin" not in host.file(unit_path).content_string
+    assert host.file(f"{ROOT}/current").linked_to == current
+    assert host.check_output(f"systemctl show -p ActiveState --value {UNIT}") == "active"
+    code, _body = curl(host, f"{API}/health")
+    assert code == 200
+    assert ROUTER_KEY not in out
+    assert ADMIN_KEY not in out
+    rc, out = moltest.run_playbook("converge.yml")
+    assert rc == 0, out[-4000:]
+    listed = workers(host)
+    assert {w["url"] for w in listed} == {"http://127.0.0.1:31001", "http://127.0.0.1:31002"}
+
+
 def test_status_asks_the_router_through_the_role(host) -> None:
     """The collection's playbooks/status.yml on the router (its play includes the role's status entry
     point): /workers, /readiness and /health asked at the role's own API URL with its key, handed to
