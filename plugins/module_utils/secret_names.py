@@ -44,3 +44,33 @@ def is_secret_field(name: str) -> bool:
     verify document's context) holds a secret: the words of :data:`TEXT_SECRET_WORDS`, as the CLI masks
     ``"name": "value"`` in what it prints (a ``credential`` field names a credential, it is none)."""
     return TEXT_SECRET_NAME.search(name) is not None
+
+
+# The patterns of a secret in free text (logs, module output, a unit's journal), each with the part to
+# keep as group 1 and the value as group 2: the CLI's redactor (src/sglang_deploy/redact.py) and the
+# module service_health's journal excerpt use these. Name parts around the secret word are bounded
+# ({0,64}): an unbounded `[\w.-]*` backtracks quadratically over long word-character runs (hashes,
+# base64 in module output) and took minutes on a real stack-install artifact dir.
+TEXT_PATTERNS = (
+    # --api-key VALUE / --api-key=VALUE / --token VALUE
+    re.compile(r"(--[\w-]{0,40}(?:" + TEXT_SECRET_WORDS + r")[\w-]{0,40}[ =])([^\s\\\"']+)", re.IGNORECASE),
+    # name=value / name: value / "name": "value" / name='value' with a secret-looking name (not the last
+    # part of a path: "/etc/sglang/api-key.env: missing" names a file, it quotes no secret)
+    re.compile(
+        r"""((?<![\w.\-/])["']?[\w.-]{0,64}(?:"""
+        + TEXT_SECRET_WORDS
+        + r""")[\w.-]{0,64}["']?\s*[:=]\s*["']?)([^\s"',})\]\\]+)""",
+        re.IGNORECASE,
+    ),
+    # the key's own character set (A-Z a-z 0-9 . _ ~ + / = : @ -) plus %-escapes: a value with `:` or
+    # `@` is masked whole, not up to its first `:`
+    re.compile(r"((?:Bearer|Basic)\s+)([A-Za-z0-9._~+/=:@%-]{6,})", re.IGNORECASE),
+)
+
+
+def mask_text(text: str) -> str:
+    """``text`` with the value of every secret-looking flag, ``name=value`` and Authorization header
+    replaced by :data:`MASK` (known values are the caller's: replace them first)."""
+    for pattern in TEXT_PATTERNS:
+        text = pattern.sub(lambda m: m.group(1) + MASK, text)
+    return text

@@ -24,8 +24,8 @@ from typing import Any
 
 from ansible_collections.sglang.deploy.plugins.module_utils.secret_names import (
     MASK,
-    TEXT_SECRET_WORDS,
     is_secret_name,
+    mask_text,
 )
 
 STARTUP_FACTOR = 3.0
@@ -102,17 +102,6 @@ def startup_seconds(uptime_text: str, exec_main_start_monotonic_us: str) -> floa
     return round(max(0.0, now_s - start_us / 1_000_000.0), 1)
 
 
-# name=value / name: value / name='value' with a secret-looking name (SGLang prints its server
-# arguments; a traceback may print a config dict), as the CLI masks free text
-_TEXT_SECRET = re.compile(
-    r"""((?<![\w.\-/])["']?[\w.-]{0,64}(?:"""
-    + TEXT_SECRET_WORDS
-    + r""")[\w.-]{0,64}["']?\s*[:=]\s*["']?)([^\s"',})\]\\]+)""",
-    re.IGNORECASE,
-)
-_BEARER = re.compile(r"((?:Bearer|Basic)\s+)([A-Za-z0-9._~+/=:@%-]{6,})", re.IGNORECASE)
-
-
 def secret_values(file_texts: Iterable[str]) -> list[str]:
     """The values to mask from the files holding a unit's secrets: a one-line file's whole content (a
     key file), and the value of every ``name: value`` / ``name=value`` line whose name is a secret
@@ -134,5 +123,5 @@ def mask(text: str, values: Iterable[str]) -> str:
     """``text`` with each known value and each secret-named ``name=value`` replaced by the mask."""
     for value in values:
         text = text.replace(value, MASK)
-    text = _TEXT_SECRET.sub(lambda m: m.group(1) + MASK, text)
-    return _BEARER.sub(lambda m: m.group(1) + MASK, text)
+    masked: str = mask_text(text)
+    return masked

@@ -41,26 +41,6 @@ MASK: str = _RULE.MASK
 # Names of variables/env vars that hold secrets (api keys, tokens, passwords, Ansible's connection and
 # become passwords, vault passwords): the one rule, plugins/module_utils/secret_names.py.
 SECRET_NAME: re.Pattern[str] = _RULE.SECRET_NAME
-# Name parts around the secret word are bounded ({0,64}): an unbounded `[\w.-]*` backtracks
-# quadratically over long word-character runs (hashes, base64 in module output) and took minutes
-# on a real stack-install artifact dir.
-_PATTERNS = (
-    # --api-key VALUE / --api-key=VALUE / --token VALUE (the flag's name by the one rule's text words)
-    re.compile(r"(--[\w-]{0,40}(?:" + _RULE.TEXT_SECRET_WORDS + r")[\w-]{0,40}[ =])([^\s\\\"']+)", re.I),
-    # name=value / name: value / "name": "value" with a secret-looking name (not the last part of a
-    # path: "/etc/sglang/api-key.env: missing" names a file, it quotes no secret)
-    re.compile(
-        r"""((?<![\w.\-/])["']?[\w.-]{0,64}(?:"""
-        + _RULE.TEXT_SECRET_WORDS
-        + r""")[\w.-]{0,64}["']?\s*[:=]\s*["']?)([^\s"',})\]\\]+)""",
-        re.I,
-    ),
-    # the key's own character set (A-Z a-z 0-9 . _ ~ + / = : @ -) plus %-escapes: a value with `:` or
-    # `@` is masked whole, not up to its first `:`
-    re.compile(r"((?:Bearer|Basic)\s+)([A-Za-z0-9._~+/=:@%-]{6,})", re.I),
-)
-
-
 _PERCENT_ESCAPE = re.compile(r"%[0-9A-F]{2}")
 JSON_DEPTH = 3  # a module result (JSON) in the callback's display (JSON) in a runner event (JSON)
 
@@ -111,10 +91,8 @@ class Redactor:
         return text
 
     def __call__(self, text: str) -> str:
-        text = self.mask_known(text)
-        for pattern in _PATTERNS:
-            text = pattern.sub(lambda m: m.group(1) + MASK, text)
-        return text
+        masked: str = _RULE.mask_text(self.mask_known(text))
+        return masked
 
 
 SECRET_MIN_LENGTH = 8  # shorter values of secret-named variables are flags ("true", "1", "systemd")
