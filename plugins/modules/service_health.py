@@ -69,7 +69,9 @@ options:
     type: int
     default: 50
 attributes:
-  check_mode: {support: full, description: Reads only - no restart, no start, no health request.}
+  check_mode:
+    support: full
+    description: Reads only - no restart, no start, no health request.
 author: sglang-deploy contributors (@sglang-deploy)
 """
 
@@ -156,7 +158,8 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "timeout_s": {"type": "int", "default": 1800},
     "delay_s": {"type": "float", "default": 5},
     "record_dir": {"type": "path", "default": rule.RECORD_DIR},
-    "secret_files": {"type": "list", "elements": "path", "default": []},
+    # paths of files whose values are masked, not secrets themselves
+    "secret_files": {"type": "list", "elements": "path", "default": [], "no_log": False},
     "journal_lines": {"type": "int", "default": 50},
 }
 
