@@ -1,7 +1,7 @@
 """Benchmark: how steady the protocol test double's pace stays when the machine's CPUs are busy, for
 the two ways a stream can be paced. Prints a table; not a test.
 
-The double (tests/e2e/data/sglang_protocol_double.py) streams a request's tokens at ``tokens_per_s``
+The double (playbooks/lab/sglang_protocol_double.py) streams a request's tokens at ``tokens_per_s``
 after ``ttft``. Paced with a RELATIVE sleep per step, every late wake-up adds to the stream's length,
 so the measured output tok/s drops with the host's load; paced by DEADLINE (step i due at
 start + i / rate, what the double does), a late wake-up is caught up by the next steps. On the 2-CPU

@@ -6,7 +6,7 @@ The gate is the REAL code: plugins/module_utils/verify_gate.py's ``combine_repet
 ``fingerprint``, ``baseline_record``, ``select_baseline``, ``gate`` and ``gate_outcome`` run exactly
 as the role calls them (a baseline recorded from ``--baseline-reps`` repetitions of every level, then a
 gated run of ``--gate-reps`` repetitions). What is SIMULATED is the measurement: the protocol test
-double (tests/e2e/data/sglang_protocol_double.py) paces every request at ``tokens_per_s`` x
+double (playbooks/lab/sglang_protocol_double.py) paces every request at ``tokens_per_s`` x
 ``(1 - slowdown)`` and, with its ``jitter_cv`` knob, multiplies that pace by ``1 + jitter_cv * z``
 (z standard normal, one draw per time window, so a whole benchmark run sees one draw). This script
 draws the same factor per (level, repetition) instead of running bench_serving against the double:

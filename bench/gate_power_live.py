@@ -2,7 +2,7 @@
 test double - beside bench/gate_power.py's table (which draws the double's jitter model thousands of
 times). Prints a table; not a test.
 
-What is live here: the named test double (tests/e2e/data/sglang_protocol_double.py, SGLang 0.5.9's own
+What is live here: the named test double (playbooks/lab/sglang_protocol_double.py, SGLang 0.5.9's own
 protocol models) runs as a server on 127.0.0.1; every measurement is SGLang's real ``bench_serving``
 run through the verify role's own runner (roles/verify/files/verify_bench.py ``run_level``, the code
 layer 6 runs on a host), its results summarised and gated by the role's real functions
@@ -48,8 +48,8 @@ sys.path.insert(0, str(REPO / "plugins" / "module_utils"))
 import verify_bench  # type: ignore[import-not-found]  # noqa: E402
 from gate_power import G  # noqa: E402  (the real gate code, loaded as the role's module_utils)
 
-DOUBLE = REPO / "tests" / "e2e" / "data" / "sglang_protocol_double.py"
-TOKENIZER = REPO / "tests" / "e2e" / "data" / "make_lab_tokenizer.py"
+DOUBLE = REPO / "playbooks" / "lab" / "sglang_protocol_double.py"
+TOKENIZER = REPO / "playbooks" / "lab" / "make_lab_tokenizer.py"
 PROMPTS = REPO / "roles" / "verify" / "files" / "prompts" / "coding.jsonl"
 
 

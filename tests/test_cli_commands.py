@@ -342,6 +342,21 @@ def test_report_markdown_and_missing_hosts(tmp_path: Path) -> None:
     assert built["hosts"]["gpu-1"]["gate"] == "passed"
 
 
+def test_report_repeats_the_documents_test_double_note(tmp_path: Path) -> None:
+    """A host whose unit runs a test double (the production document's note): the report says so above
+    its figures, so none passes for SGLang's; without the note, nothing is added."""
+    source = fetched(tmp_path, "lab")
+    doc = source / "lab" / "var" / "lib" / "sglang-deploy" / "production_v2.md"
+    note = ["> **Test double, not SGLang**: the unit `sglang-kimi` runs `python double.py`", "> more."]
+    doc.write_text("\n".join(["# production", "", *note, "", "## 1. Hardware"]) + "\n")
+    build_report(source, tmp_path, {"run_id": "r3"}, ["lab"], {})
+    text = (tmp_path / "report.md").read_text()
+    assert "\n".join(["## lab", "", *note, ""]) in text
+    doc.write_text("# production\n")
+    build_report(source, tmp_path, {"run_id": "r4"}, ["lab"], {})
+    assert "Test double" not in (tmp_path / "report.md").read_text()
+
+
 def test_report_without_a_benchmark(tmp_path: Path) -> None:
     data = json.loads(RESULTS.read_text())
     for key in ("bench", "gate"):

@@ -1,7 +1,7 @@
 """The lab's tiny model (src/sglang_deploy/data/lab-model, made by scripts/make-lab-model): what is
 shipped is what the script makes, in the real safetensors format, with the tensor names and shapes
 a Llama checkpoint and SGLang 0.5.9's EAGLE-3 drafter (llama_eagle3.py) have, its vocabulary the
-tokenizer's (tests/e2e/data/make_lab_tokenizer.py's output, shipped beside it)."""
+tokenizer's (playbooks/lab/make_lab_tokenizer.py's output, shipped beside it)."""
 
 from __future__ import annotations
 

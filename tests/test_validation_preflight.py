@@ -196,6 +196,11 @@ BAD_LATER_ROLES = {
         'sglang_service_nvidia_modprobe="/usr/bin/nvidia-modprobe;x"',
         "absolute file path",
     ),
+    "service_description_specifier": (
+        {"sglang_service_description": "double %n"},
+        'sglang_service_description="double %n"',
+        "no % specifier",
+    ),
 }
 
 

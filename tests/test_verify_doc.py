@@ -232,14 +232,15 @@ def inputs(preset: str, *, api_key_required: bool = True) -> dict[str, Any]:
     }
 
 
-def render(data: dict[str, Any]) -> str:
+def render(data: dict[str, Any], **host_vars: Any) -> str:
     """The filter's composition (doc_context, then scrub_data with the key) and the template module's
-    Jinja settings (trim_blocks, undefined variables are errors)."""
+    Jinja settings (trim_blocks, undefined variables are errors); ``host_vars``: the host's variables the
+    template reads directly (a test double's sglang_service_exec_override)."""
     context = S.scrub_data(D.doc_context(data), [KEY])
     env = jinja2.Environment(
         trim_blocks=True, undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False
     )
-    return env.from_string(TEMPLATE.read_text()).render(__verify_doc=context)
+    return env.from_string(TEMPLATE.read_text()).render(__verify_doc=context, **host_vars)
 
 
 @pytest.mark.parametrize("preset", PRESETS)
@@ -299,6 +300,20 @@ def test_rollback_banner() -> None:
     text = render(data)
     assert "> **Rolled back**: current moved back from R2 to R1." in text
     assert "**Rolled back**" not in render(inputs("tree"))
+
+
+def test_a_test_double_is_named_as_such() -> None:
+    """A unit whose launcher is a test double (sglang_service_exec_override): the document says so at its
+    top, with the unit's description; a real server's document has no such note."""
+    override = ["/opt/sglang/current/venv/bin/python", "/usr/local/lib/d/sglang_protocol_double.py"]
+    text = render(
+        inputs("production"), sglang_service_exec_override=override, sglang_service_description="a TEST DOUBLE"
+    )
+    head = text.split("## 1. Hardware", 1)[0]
+    assert "> **Test double, not SGLang**: the unit `sglang-kimi` runs" in head
+    assert f"`{' '.join(override)}`" in head
+    assert '> its description: "a TEST DOUBLE". Every figure below is the test double\'s' in head
+    assert "Test double" not in render(inputs("production"))
 
 
 def test_ungated_says_so_once() -> None:

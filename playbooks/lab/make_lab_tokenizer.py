@@ -1,6 +1,6 @@
-"""Test data: a tiny local tokenizer for the lab's model path (the lab has no model; bench_serving and
-the protocol double need a tokenizer there). Run with the RELEASE venv's python (tokenizers +
-transformers from PyPI; nothing is downloaded).
+"""Lab only (playbooks/lab/install_double.yml): a tiny local tokenizer for the lab's model path (the
+lab has no model; bench_serving and the protocol double need a tokenizer there). Run with the
+RELEASE venv's python (tokenizers + transformers from PyPI; nothing is downloaded).
 
 usage: make_lab_tokenizer.py DIR PROMPTS_JSONL    (prints {"changed": bool, "vocab": N})
 A WordLevel tokenizer over the words of the shipped coding prompts plus a few hundred filler words,

@@ -175,11 +175,30 @@ def _fmt(value: Any, signed: bool = False) -> str:
     return f"{number:+.1f}%" if signed else f"{number:.1f}"
 
 
+TEST_DOUBLE_NOTE = "> **Test double, not SGLang**"
+
+
+def test_double_note(doc_file: Path | None) -> list[str]:
+    """The production document's note that the unit runs a test double (its quoted lines), if any:
+    the report repeats it, so no figure of a double passes for SGLang's."""
+    if doc_file is None or not doc_file.is_file():
+        return []
+    lines = doc_file.read_text(encoding="utf-8", errors="replace").splitlines()
+    for start, line in enumerate(lines):
+        if line.startswith(TEST_DOUBLE_NOTE):
+            end = start
+            while end < len(lines) and lines[end].startswith(">"):
+                end += 1
+            return [*lines[start:end], ""]
+    return []
+
+
 def _host_section(entry: HostResults, chart: Path | None, base: Path) -> list[str]:
     data, results = entry.data, entry.results
     lines = [
         f"## {entry.host}",
         "",
+        *test_double_note(entry.doc_file),
         f"- status: **{_cell(data.get('status'))}**",
         f"- preset: {_cell(data.get('preset'))}",
         f"- release: {_cell(data.get('release_id'))} (current: {_cell(data.get('current_release_id'))})",

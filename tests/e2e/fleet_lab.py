@@ -1,11 +1,11 @@
 """The fleet of the fleet_lab tests (tests/e2e/test_roll_lab.py, test_status_lab.py): one router
 container converged by the REAL sglang_router role (site.yml's router stages) and N replica
 containers, each the real sglang-kimi unit running the named TEST DOUBLE
-tests/e2e/data/sglang_protocol_double.py (SGLang's protocol, no GPU) with the release python.
+playbooks/lab/sglang_protocol_double.py (SGLang's protocol, no GPU) with the release python.
 
 A full stack install takes most of an hour per container on 2 CPUs, so the replicas are made from ONE
 converged replica: a seed container converged by site.yml (lab mode, the whole stack), given the
-double and the lab tokenizer (tests/e2e/data/roll_double.yml), stopped and `docker commit`ted to an
+double and the lab tokenizer (playbooks/lab/install_double.yml), stopped and `docker commit`ted to an
 image. Every replica container starts from that image, and the fleet's own site.yml run on it is the
 stack's no-op rerun (the release, receipt and venv are there already) - the same state a real fleet
 has after its first deployment. The image is made once per pytest session (the `replica_image`
@@ -90,7 +90,7 @@ def build_replica_image(tmp: Path) -> str:
         _link_group_vars_all(tmp)
         converge = playbook("-i", str(tmp / "seed.yml"), "site.yml", timeout=5400)
         assert converge.returncode == 0, converge.stdout[-6000:]
-        double = playbook("-i", str(tmp / "seed.yml"), "tests/e2e/data/roll_double.yml")
+        double = playbook("-i", str(tmp / "seed.yml"), "playbooks/lab/install_double.yml")
         assert double.returncode == 0, double.stdout[-6000:]
         docker("stop", SEED, timeout=300)
         docker("commit", "--message", "sglang-deploy e2e: a converged replica", SEED, IMAGE_TAG, timeout=1800)

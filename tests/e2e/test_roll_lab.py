@@ -2,7 +2,7 @@
 (tests/e2e/fleet_lab.py): one router host (sglang-lab-roll-router, converged by the sglang_router
 role: sglang-router 0.3.2 in its release venv under sglang-router.service) and three replicas
 (sglang-lab-roll-1..3, from the converged replica image: the real sglang-kimi unit running the named
-TEST DOUBLE tests/e2e/data/sglang_protocol_double.py - SGLang's protocol, no GPU), on one docker
+TEST DOUBLE playbooks/lab/sglang_protocol_double.py - SGLang's protocol, no GPU), on one docker
 network of their own, removed at the end.
 
 In order (one module fixture makes the fleet; its first `up` with the double records each replica's

@@ -1,7 +1,7 @@
 """`sglang-deploy status` and verify's router benchmark on a fleet of its own (tests/e2e/fleet_lab.py):
 one router container (sglang-lab-status-router, converged by the REAL sglang_router role) and two
 replicas (sglang-lab-status-1,2, from the converged replica image: the named TEST DOUBLE
-tests/e2e/data/sglang_protocol_double.py - SGLang 0.5.9's protocol and metric names, run by the release
+playbooks/lab/sglang_protocol_double.py - SGLang 0.5.9's protocol and metric names, run by the release
 python - behind the REAL sglang-kimi unit, with the launch spec's `--enable-metrics`). The fleet's first
 `up` records each replica's baseline and Stage 6 registers both in the router. Auth is off in this
 fleet; the servers bind 0.0.0.0 (test only: sglang_allow_unauthenticated_bind).

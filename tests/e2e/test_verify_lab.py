@@ -1,5 +1,5 @@
 """Layers 5-9 of the verify role for real on the converged lab host: the REAL sglang-kimi unit runs
-the named test double sglang-protocol-double (tests/e2e/data/sglang_protocol_double.py, SGLang's own
+the named test double sglang-protocol-double (playbooks/lab/sglang_protocol_double.py, SGLang's own
 protocol models and auth middleware, run with the release python) behind an API key, and
 playbooks/verify.yml drives sglang.bench_serving of the release against it.
 
@@ -143,7 +143,7 @@ def double(
         capture_output=True, text=True, check=False, timeout=60,
     )  # fmt: skip
     assert shares.returncode == 0, shares.stderr
-    setup = playbook("-i", inventory, "tests/e2e/data/verify_double.yml", "-e", extra(tmp, "setup", 100))
+    setup = playbook("-i", inventory, "playbooks/lab/protocol_double.yml", "-e", extra(tmp, "setup", 100))
     # as site.yml would before it renders that unit: the release's SGLang parses the argv the double's
     # inputs make (the key on: --config), so a restore of this state passes the rollback rules
     launch = playbook("-i", inventory, "site.yml", "--tags", "stack_launch", "-e", extra(tmp, "launch", 100))

@@ -1,5 +1,5 @@
 """sglang-worker-double: a TEST DOUBLE of an SGLang server (a GPU-less stand-in for the router's
-workers in the molecule scenario sglang_router; the lab e2e uses tests/e2e/data/sglang_protocol_double.py
+workers in the molecule scenario sglang_router; the lab e2e uses playbooks/lab/sglang_protocol_double.py
 behind the real sglang-kimi unit instead). Standard library only, so it runs in the bare test image.
 
 It answers what sglang-router 0.3.2 asks a worker (seen against the real router: /health for its
