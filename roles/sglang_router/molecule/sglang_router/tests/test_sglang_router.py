@@ -193,7 +193,7 @@ def test_hand_added_worker_is_drift_and_removed(host) -> None:
     assert {w["url"] for w in workers(host)} == {"http://127.0.0.1:31001", "http://127.0.0.1:31002"}
 
 
-STATE_TASK = "sglang_router : Apply the router's files and unit (launcher, key file, unit, enablement)"
+STATE_TASK = "sglang_router : Apply the router's run state (current, launcher, key file, unit, enablement)"
 
 
 def test_tampered_unit_and_key_are_drift_and_restored(host) -> None:
