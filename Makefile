@@ -1,7 +1,10 @@
 # The two commands of the README:
 #   make up    install the tooling, create the embedded lab host, deploy site.yml onto it
 #   make test  install the tooling, run the whole test suite (what .ci/run runs)
-.PHONY: bootstrap up test lint down
+# and, after `make up`:
+#   make demo  the whole job on the lab host, its server a named TEST DOUBLE of SGLang (no GPU): up,
+#              verify (baseline, gate, report, chart), a slower release failed by the gate, rolled back
+.PHONY: bootstrap up demo test lint down
 
 bootstrap:
 	scripts/bootstrap
@@ -9,6 +12,9 @@ bootstrap:
 up: bootstrap
 	.venv/bin/sglang-deploy lab create
 	.venv/bin/sglang-deploy up
+
+demo:
+	.venv/bin/sglang-deploy lab demo
 
 down:
 	.venv/bin/sglang-deploy lab destroy

@@ -64,7 +64,7 @@ def test_lab_options_before_or_after_the_action(argv: list[str]) -> None:
     assert (args.action, args.name, args.image, args.timeout) == ("create", "x", "img:1", 5)
 
 
-@pytest.mark.parametrize("action", ["create", "destroy", "status"])
+@pytest.mark.parametrize("action", ["create", "destroy", "status", "demo"])
 def test_lab_defaults_in_either_position(action: str) -> None:
     parser = cli.build_parser()
     plain = parser.parse_args(["lab", action])
@@ -73,6 +73,20 @@ def test_lab_defaults_in_either_position(action: str) -> None:
     before = parser.parse_args(["lab", "--name", "n2", action])
     for args in (after, before):
         assert (args.action, args.name, args.image) == (action, "n2", "sglang-deploy/debian12:latest")
+
+
+def test_lab_demo_options() -> None:
+    args = cli.build_parser().parse_args(
+        ["lab", "demo", "--name", "d", "--artifacts", "a", "--progress", "plain"]
+    )
+    assert (args.action, args.name, args.artifacts, args.progress, args.verbose) == (
+        "demo",
+        "d",
+        Path("a"),
+        "plain",
+        0,
+    )
+    assert args.handler == "sglang_deploy.commands_lab:run"
 
 
 def test_lab_name_after_the_action_through_the_binary() -> None:

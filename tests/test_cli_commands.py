@@ -12,6 +12,7 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import pytest
 import yaml
@@ -349,7 +350,9 @@ def test_report_repeats_the_documents_test_double_note(tmp_path: Path) -> None:
     doc = source / "lab" / "var" / "lib" / "sglang-deploy" / "production_v2.md"
     note = ["> **Test double, not SGLang**: the unit `sglang-kimi` runs `python double.py`", "> more."]
     doc.write_text("\n".join(["# production", "", *note, "", "## 1. Hardware"]) + "\n")
-    build_report(source, tmp_path, {"run_id": "r3"}, ["lab"], {})
+    with patch("sglang_deploy.verify_report.render_chart", wraps=render_chart) as chart:
+        build_report(source, tmp_path, {"run_id": "r3"}, ["lab"], {})
+    assert chart.call_args.kwargs == {"test_double": True}  # the chart's title says so too
     text = (tmp_path / "report.md").read_text()
     assert "\n".join(["## lab", "", *note, ""]) in text
     doc.write_text("# production\n")

@@ -389,7 +389,8 @@ def test_up_closing_says_what_the_lab_host_could_not_do() -> None:
     assert "    unit (unit unknown) (-): enabled, active" in lines
     limits = text.split("what could not be done here:")[1].split("next:")[0]
     assert "gpu1" not in limits
-    assert text.endswith("# each host's releases and which one is current")
+    assert "# each host's releases and which one is current\n  make demo    # no GPU here: " in text
+    assert lines[-1].endswith("(sglang-deploy lab demo: a gated benchmark, its chart, a rollback)")
     for command in ("drift", "verify", "releases"):
         assert f"  sglang-deploy {command} -i inventory/lab.yml    # " in text
 

@@ -306,9 +306,8 @@ def test_a_test_double_is_named_as_such() -> None:
     """A unit whose launcher is a test double (sglang_service_exec_override): the document says so at its
     top, with the unit's description; a real server's document has no such note."""
     override = ["/opt/sglang/current/venv/bin/python", "/usr/local/lib/d/sglang_protocol_double.py"]
-    text = render(
-        inputs("production"), sglang_service_exec_override=override, sglang_service_description="a TEST DOUBLE"
-    )
+    described = {"sglang_service_description": "a TEST DOUBLE"}
+    text = render(inputs("production"), sglang_service_exec_override=override, **described)
     head = text.split("## 1. Hardware", 1)[0]
     assert "> **Test double, not SGLang**: the unit `sglang-kimi` runs" in head
     assert f"`{' '.join(override)}`" in head

@@ -178,7 +178,30 @@ def _add_lab(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     status = actions.add_parser(
         "status", help="show the lab container and systemd state (exit 1 when not running)"
     )
-    for action in (create, destroy, status):
+    demo = actions.add_parser(
+        "demo",
+        help="the whole job on the lab host, its server a named TEST DOUBLE of SGLang (after `make up`)",
+        description="On the lab host (converged first if needed): the test double sglang-protocol-double "
+        "(SGLang's protocol, simulated tokens, no GPU; never SGLang) behind the real unit, `up` (a baseline "
+        "recorded), `verify` (the gate passes; report.md and its chart), then a release made 30%% slower "
+        "that `verify` fails at the gate and rolls back. Exit 0 when every step did what it should (the "
+        "failed gate and the rollback included), 1 otherwise.",
+    )
+    demo.add_argument(
+        "--artifacts",
+        type=Path,
+        metavar="DIR",
+        help="where the demo's inventory, runs and reports go (default: <repo>/artifacts; the demo "
+        "writes under DIR/demo/<name>)",
+    )
+    demo.add_argument(
+        "--progress",
+        choices=("auto", "live", "plain"),
+        default="auto",
+        help="progress display of each run: a live table on a terminal, plain lines otherwise",
+    )
+    demo.add_argument("-v", "--verbose", action="count", default=0, help="ansible verbosity (-v ... -vvvv)")
+    for action in (create, destroy, status, demo):
         _add_lab_options(action, defaults=False)
     p.set_defaults(handler="sglang_deploy.commands_lab:run")
 

@@ -15,6 +15,14 @@ def run(args: argparse.Namespace) -> int:
     def log(message: str) -> None:
         print(message, flush=True)
 
+    if args.action == "demo":
+        from .commands_demo import run as demo  # noqa: PLC0415 (ansible-runner only for the demo)
+
+        try:
+            return demo(args)
+        except (LabError, DockerException) as exc:
+            print(f"lab demo failed: {exc}", file=sys.stderr)
+            return 1
     try:
         lab = Lab(repo_root(), name=args.name, image=args.image)
         if args.action == "create":

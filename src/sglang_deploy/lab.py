@@ -220,6 +220,15 @@ class Lab:
         log(f"lab model installed: /opt/{LAB_MODEL_DIRS['target']}, /opt/{LAB_MODEL_DIRS['eagle3']}")
         return True
 
+    def exec(self, *cmd: str) -> tuple[int, str]:
+        """A command in the running lab container (docker exec): its exit code and output."""
+        container = self._container()
+        if container is None or container.status != "running":
+            raise LabError(f"lab {self.name} is not running: sglang-deploy lab create --name {self.name}")
+        result = container.exec_run(list(cmd))
+        output = result.output if isinstance(result.output, bytes) else b""
+        return int(result.exit_code or 0), output.decode(errors="replace")
+
     def destroy(self, log: Any = print) -> bool:
         container = self._container()
         if container is None:

@@ -288,6 +288,13 @@ NEXT_COMMANDS = (
 )
 
 
+LAB_DEMO = "make demo"
+LAB_DEMO_WHY = (
+    "no GPU here: the whole job on the lab host with a named TEST DOUBLE of SGLang "
+    "(sglang-deploy lab demo: a gated benchmark, its chart, a rollback)"
+)
+
+
 def up_closing(summary: dict[str, Any], inventory: str) -> list[Line]:
     """The closing block of a successful `up`: what was deployed where, what a host could not do (no
     GPU: what was not started, which verify layers were skipped and why, the benchmark and gate) and
@@ -319,6 +326,8 @@ def up_closing(summary: dict[str, Any], inventory: str) -> list[Line]:
         lines += [(line, None) for line in limits]
     lines.append(("next:", "bold"))
     lines += [(f"  sglang-deploy {cmd} -i {inventory}    # {why}", None) for cmd, why in NEXT_COMMANDS]
+    if any(isinstance(state, dict) and state.get("lab_mode") is True for state in deployed.values()):
+        lines.append((f"  {LAB_DEMO}    # {LAB_DEMO_WHY}", None))
     return lines
 
 

@@ -128,8 +128,9 @@ def throughput_series(results: dict[str, Any]) -> dict[str, Series]:
     return {name: points for name, points in series.items() if points}
 
 
-def render_chart(host: str, series: dict[str, Series], path: Path) -> bool:
-    """A PNG of output tok/s against concurrency; False (nothing written) without any measurement."""
+def render_chart(host: str, series: dict[str, Series], path: Path, *, test_double: bool = False) -> bool:
+    """A PNG of output tok/s against concurrency; False (nothing written) without any measurement.
+    test_double: the host's unit ran a test double (the production document's note): the title says so."""
     if not series.get("this run") and not series.get("after rollback"):
         return False
     fig = Figure(figsize=(7.0, 4.2), dpi=110)
@@ -153,7 +154,10 @@ def render_chart(host: str, series: dict[str, Series], path: Path) -> bool:
     ax.set_xticks(sorted(levels), labels=[str(level) for level in sorted(levels)])
     ax.set_xlabel("concurrency (requests in flight)")
     ax.set_ylabel("output tokens/s")
-    ax.set_title(f"{host}: output throughput, this run vs baseline")
+    title = f"{host}: output throughput, this run vs baseline"
+    ax.set_title(
+        f"{title}\n{CHART_DOUBLE_NOTE}" if test_double else title, fontsize=10 if test_double else None
+    )
     ax.grid(True, alpha=0.3)
     top = max(y for points in series.values() for _x, y in points)
     ax.set_ylim(bottom=0, top=top * 1.12 if top > 0 else 1.0)
@@ -176,6 +180,7 @@ def _fmt(value: Any, signed: bool = False) -> str:
 
 
 TEST_DOUBLE_NOTE = "> **Test double, not SGLang**"
+CHART_DOUBLE_NOTE = "TEST DOUBLE, not SGLang: the unit ran a test double (no GPU)"
 
 
 def test_double_note(doc_file: Path | None) -> list[str]:
@@ -302,7 +307,8 @@ def build_report(
     charts: dict[str, Path] = {}
     for name, entry in hosts.items():
         path = out_dir / f"throughput-{name}.png"
-        if render_chart(name, throughput_series(entry.results), path):
+        double = bool(test_double_note(entry.doc_file))
+        if render_chart(name, throughput_series(entry.results), path, test_double=double):
             charts[name] = path
     missing = {
         host: why_missing.get(

@@ -36,6 +36,8 @@ import pytest
 import yaml
 from e2e_lab import LAB_HOST, REPO, lab_exec, lab_inventory, playbook
 
+from sglang_deploy.commands_demo import slow_release_argv
+
 pytestmark = [pytest.mark.e2e, pytest.mark.verify_lab]
 
 KEY = "E2eVerifyKey-0123456789abcdef"  # test-only value
@@ -58,10 +60,6 @@ SMALL = {
     # a restart on the loaded 2-core lab machine; layer 5 waits for it (also after the rollback)
     "verify_http_wait_s": 400,
 }
-NEW_RECEIPT = (
-    "import json, os, sys; path, rid = sys.argv[1:3]; data = json.load(open(path)); "
-    "data['release_id'] = rid; os.unlink(path); open(path, 'w').write(json.dumps(data, indent=2))"
-)
 SECTIONS = [
     "## 1. Hardware", "## 2. Software Stack", "## 3. Configuration Rationale", "## 4. Key Flags Explained",
     "## 5. NCCL Tuning", "## 6. Exact Launch Command", "## 7. Systemd Service", "## 8. Patches Applied",
@@ -432,14 +430,14 @@ def test_key_in_no_process_list_cmdline_or_journal(double: dict[str, Any]) -> No
 def test_rollback_after_a_slow_release(double: dict[str, Any]) -> None:
     first = double["release"]
     second = f"{first}-e2e-slow"
-    lab_exec("sh", "-c", f"set -e; cd {ROOT}/releases; rm -rf {second}; cp -al {first} {second}")
-    # a new receipt FILE (not written through the hard link into the first release's) naming the copy
-    lab_exec("python3", "-c", NEW_RECEIPT, f"{ROOT}/releases/{second}/receipt.json", second)
-    lab_exec("sh", "-c", f"echo '{{\"tokens_per_s\": 50}}' > {ROOT}/releases/{second}/protocol-double.json")
+    # the demo's slower release (`sglang-deploy lab demo`): a hard-linked copy with a new receipt FILE
+    # (not written through the hard link into the first release's) naming the copy, the double at 50
+    # tok/s in its protocol-double.json, current switched to it, the unit restarted
+    lab_exec(*slow_release_argv(first, second, 50))
     assert "release_id" in lab_exec("cat", f"{ROOT}/releases/{first}/receipt.json")
     assert second not in lab_exec("cat", f"{ROOT}/releases/{first}/receipt.json")  # R1's file untouched
-    switch(second)
-    lab_exec("systemctl", "restart", "sglang-kimi")
+    assert second in lab_exec("cat", f"{ROOT}/releases/{second}/receipt.json")
+    assert current() == second
     # no forced target: the last good state (recorded before this run, a passed verdict's) comes back
     rc, out = verify(double, "rollback", 100)
     assert rc != 0, out[-6000:]
