@@ -155,7 +155,7 @@ class Demo:
         if not link.is_symlink():
             link.symlink_to(self.root / "group_vars" / "all")
         self.baseline.unlink(missing_ok=True)
-        code, _ = self.lab.exec("test", "-x", PYTHON)
+        code, _output = self.lab.exec("test", "-x", PYTHON)
         if code == 0:
             release = self.current()
             if release.endswith(SLOW_SUFFIX):  # an earlier demo stopped before its rollback
@@ -181,7 +181,7 @@ class Demo:
         return commands_up.run(args)
 
     def converge(self) -> tuple[bool, str]:
-        code, _ = self.lab.exec("test", "-x", PYTHON)
+        code, _output = self.lab.exec("test", "-x", PYTHON)
         if code == 0:
             return True, f"already converged ({self.current()})"
         rc = self.up(PLAIN_VARS)
@@ -203,7 +203,7 @@ class Demo:
         recorded = "baseline recorded" if self.baseline.is_file() else "NO baseline recorded"
         return ok, f"`up` rc={rc}, unit {active}, Description={unit!r}, {recorded} ({self.baseline})"
 
-    def verify(self, name: str) -> tuple[int, dict[str, Any], Path]:
+    def verify(self, name: str) -> tuple[int, dict[str, Any]]:
         report_dir = self.out / name
         shutil.rmtree(report_dir, ignore_errors=True)
         rc = commands_verify.run(self.namespace(playbook="playbooks/verify.yml", report_dir=report_dir))
@@ -216,10 +216,10 @@ class Demo:
         chart = report_dir / f"throughput-{self.lab.name}.png"
         if chart.is_file():
             self.paths[f"chart ({name})"] = str(chart)
-        return rc, data, report_dir
+        return rc, data
 
     def verify_passes(self) -> tuple[bool, str]:
-        rc, data, _ = self.verify("verify-pass")
+        rc, data = self.verify("verify-pass")
         results = data.get("results", {})
         gate = results.get("gate", {}).get("status")
         ok = rc == 0 and data.get("status") == "passed" and gate == "passed"
@@ -235,7 +235,7 @@ class Demo:
         return ok, f"current {first} -> {second} ({pace})"
 
     def verify_rolls_back(self) -> tuple[bool, str]:
-        rc, data, _ = self.verify("verify-rollback")
+        rc, data = self.verify("verify-rollback")
         results = data.get("results", {})
         gate = results.get("gate", {}).get("status")
         after = results.get("gate_after_rollback", {}).get("status")
