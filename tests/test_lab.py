@@ -11,7 +11,7 @@ import pytest
 import yaml
 from docker.errors import ImageNotFound
 
-from sglang_deploy.lab import DEFAULT_IMAGE, Lab, run_options
+from sglang_deploy.lab import DEFAULT_IMAGE, Lab, LabStatus, run_options
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -60,6 +60,39 @@ def test_missing_image_is_built_with_the_image_script(monkeypatch: pytest.Monkey
     lab = Lab(REPO, client=cast("docker.DockerClient", _Client()))
     lab.ensure_image(log=lambda message: None)
     assert calls == [[str(REPO / "molecule" / "images" / "build.sh"), "debian12"]]
+
+
+class _Running:
+    """A running container as the docker SDK describes it (a test double for the SDK object only)."""
+
+    status = "running"
+    started = 0
+
+    def reload(self) -> None:
+        return None
+
+    def start(self) -> None:
+        self.started += 1
+
+
+def test_a_running_lab_whose_systemd_answers_late_is_left_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    """systemd answered other than running/degraded once (a loaded machine): create waits for it and
+    then reports the container that was already there, starting and creating nothing."""
+    container = _Running()
+    answers = iter(["starting", "running"])
+    lab = Lab(REPO, client=cast("docker.DockerClient", _Client()))
+    monkeypatch.setattr(lab, "_container", lambda: container)
+    monkeypatch.setattr(lab, "systemd_state", lambda _c: next(answers))
+    monkeypatch.setattr(lab, "install_model", lambda _c, _log: False)
+    status = LabStatus("sglang-lab", True, "running", "running", DEFAULT_IMAGE)
+    monkeypatch.setattr(lab, "status", lambda: status)
+    messages: list[str] = []
+    assert lab.create(timeout=5, log=messages.append) is status
+    assert container.started == 0
+    assert messages == [
+        "lab sglang-lab is running but systemd is not up yet (starting): waiting",
+        "lab sglang-lab already running (systemd running), its model up to date: nothing to do",
+    ]
 
 
 def _docker_ok() -> bool:

@@ -168,22 +168,21 @@ class Lab:
     def create(self, timeout: float = 120, log: Any = print) -> LabStatus:
         container = self._container()
         if container is not None and container.status == "running":
+            # A running container is never touched: when systemd answers other than running/degraded
+            # at this instant (still booting, or a D-Bus answer late on a loaded machine: seen once as
+            # "ready after 0.1s"), wait for it, then it is the same container that was already there.
             state = self.systemd_state(container)
-            if state in SYSTEMD_OK:
-                if self.install_model(container, log):
-                    log(f"lab {self.name} already running (systemd {state})")
-                else:
-                    log(
-                        f"lab {self.name} already running (systemd {state}), its model up to date: "
-                        "nothing to do"
-                    )
-                return self.status()
-        if container is not None:
-            if container.status == "running":
-                log(f"lab {self.name} is running but systemd is not up yet: waiting")
+            if state not in SYSTEMD_OK:
+                log(f"lab {self.name} is running but systemd is not up yet ({state}): waiting")
+                state = self.wait_systemd(container, timeout)
+            if self.install_model(container, log):
+                log(f"lab {self.name} already running (systemd {state})")
             else:
-                log(f"lab {self.name} exists ({container.status}): starting it")
-                container.start()
+                log(f"lab {self.name} already running (systemd {state}), its model up to date: nothing to do")
+            return self.status()
+        if container is not None:
+            log(f"lab {self.name} exists ({container.status}): starting it")
+            container.start()
         else:
             self.ensure_image(log)
             if not Path(CACHE_DIR).exists() and "SGLANG_DEPLOY_CACHE" not in os.environ:
