@@ -21,7 +21,7 @@ from e2e_lab import cli, lab_exec
 
 from sglang_deploy.commands_demo import DESCRIPTION, SLOW_SUFFIX
 
-pytestmark = [pytest.mark.e2e]
+pytestmark = [pytest.mark.e2e, pytest.mark.demo_lab]
 
 NAME = "sglang-lab-demo-e2e"
 RESULTS = "var/lib/sglang-deploy/verify-results.json"
