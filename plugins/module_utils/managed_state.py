@@ -394,6 +394,28 @@ def _apply_file(item: dict[str, Any], why: list[str], runner: Runner) -> None:
             os.unlink(tmp)
 
 
+def write_atomic(path: str, data: bytes, mode: int, uid: int = 0, gid: int = 0) -> None:
+    """Write ``data`` to ``path`` through a temporary file beside it (mode and owner set before the
+    data, fsync'd) and rename(2) over it: a reader sees the old or the new file, never half of one. The
+    one atomic record write in Python: deploy_state's snapshot and records, service_health's start-up
+    record (a role's desired files go through `files`, which can also validate)."""
+    parent = os.path.dirname(path) or "/"
+    os.makedirs(parent, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", dir=parent)
+    try:
+        os.fchmod(fd, mode)
+        os.fchown(fd, uid, gid)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        raise
+
+
 def switch_link(path: str, src: str) -> None:
     """Point the link `path` at `src` with a temporary link beside it and rename(2) over it, so the
     link is never missing. The one link switch in Python: managed_state's links and deploy_state's

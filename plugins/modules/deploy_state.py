@@ -195,13 +195,12 @@ import re
 import shutil
 import stat
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule  # type: ignore[import-untyped]
-from ansible_collections.sglang.deploy.plugins.module_utils.managed_state import switch_link
+from ansible_collections.sglang.deploy.plugins.module_utils.managed_state import switch_link, write_atomic
 
 COMBINATION_KEYS = ("release_id", "launch_spec_sha256", "env_sha256")
 
@@ -288,20 +287,7 @@ def _move_aside(path: Path, aside: Path) -> None:
 
 
 def _write_atomic(path: Path, data: bytes, mode: int, uid: int = 0, gid: int = 0) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=str(path.parent))
-    try:
-        os.fchmod(fd, mode)
-        os.fchown(fd, uid, gid)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    write_atomic(str(path), data, mode, uid, gid)
 
 
 def _ensure_dir(path: Path) -> None:

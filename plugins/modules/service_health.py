@@ -138,7 +138,6 @@ journal:
 
 import json
 import os
-import tempfile
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -146,6 +145,7 @@ from typing import Any
 from ansible.module_utils.basic import AnsibleModule  # type: ignore[import-untyped]
 from ansible.module_utils.urls import open_url  # type: ignore[import-untyped]
 from ansible_collections.sglang.deploy.plugins.module_utils import service_health as rule
+from ansible_collections.sglang.deploy.plugins.module_utils.managed_state import write_atomic
 
 RUNNING = ("active", "activating", "reloading")
 STOPPED = ("failed", "inactive")
@@ -221,20 +221,9 @@ def health_status(url: str) -> int | None:
 
 
 def write_record(path: str, record: dict[str, Any]) -> None:
-    """The start-up record, replaced atomically (0644 root in a 0755 directory)."""
-    directory = os.path.dirname(path)
-    os.makedirs(directory, mode=0o755, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".startup-", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(record, handle, indent=2)
-            handle.write("\n")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """The start-up record, replaced atomically (0644 root; its directory 0755)."""
+    os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+    write_atomic(path, (json.dumps(record, indent=2) + "\n").encode(), 0o644)
 
 
 def read_record(path: str) -> dict[str, Any]:
