@@ -52,7 +52,7 @@ def write_results(report_dir: Path, host: str, data: dict[str, Any]) -> None:
 def run_demo(tmp_path: Path, slow_gate: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, FakeLab]:
     lab = FakeLab()
     args = argparse.Namespace(verbose=0, progress="plain")
-    runner = demo.Demo(args, lab, Path(__file__).resolve().parents[1], tmp_path / "demo")
+    runner = demo.Demo(args, Path(__file__).resolve().parents[1], tmp_path / "demo", lab=lab)
 
     def up(ns: argparse.Namespace) -> int:
         extra = [json.loads(e) for e in ns.extra_vars]

@@ -174,7 +174,13 @@ def _add_lab(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     create.add_argument(
         "--timeout", type=float, default=120, help="seconds to wait for systemd (default: 120)"
     )
-    destroy = actions.add_parser("destroy", help="remove the lab container")
+    destroy = actions.add_parser("destroy", help="remove the lab container (--fleet: the demo's fleet)")
+    destroy.add_argument(
+        "--fleet",
+        action="store_true",
+        help="remove the fleet of `lab demo --fleet` instead: <name>-fleet-router, <name>-fleet-1..2, their "
+        "network and the replicas' shared release store (docker volumes)",
+    )
     status = actions.add_parser(
         "status", help="show the lab container and systemd state (exit 1 when not running)"
     )
@@ -185,7 +191,17 @@ def _add_lab(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "(SGLang's protocol, simulated tokens, no GPU; never SGLang) behind the real unit, `up` (a baseline "
         "recorded), `verify` (the gate passes; report.md and its chart), then a release made 30%% slower "
         "that `verify` fails at the gate and rolls back. Exit 0 when every step did what it should (the "
-        "failed gate and the rollback included), 1 otherwise.",
+        "failed gate and the rollback included), 1 otherwise. With --fleet: a router host running SGLang's "
+        "own router (sglang-router) in front of two replica hosts, each the test double behind the real "
+        "unit; `up` of the fleet, then an `up --serial 1` roll behind the router while client threads send "
+        "requests through it, with a live count of those sent and failed; exit 0 only when no request failed "
+        "and every step did what it shows.",
+    )
+    demo.add_argument(
+        "--fleet",
+        action="store_true",
+        help="the fleet demo: containers <name>-fleet-router and <name>-fleet-1..2 (made, or reused when "
+        "running), a rolling upgrade behind the router under a live load (`lab destroy --fleet` removes it)",
     )
     demo.add_argument(
         "--artifacts",

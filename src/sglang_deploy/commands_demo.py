@@ -28,6 +28,7 @@ import yaml
 from . import commands_up, commands_verify
 from .commands_run import execute, make_request
 from .lab import Lab, LabError
+from .lab_fleet import docker_host
 from .paths import default_artifacts, repo_root
 from .verify_report import collect
 
@@ -94,9 +95,11 @@ class Step:
 
 
 @dataclass
-class Demo:
+class Steps:
+    """What each demo (this one, commands_demo_fleet's) shares: the titled steps, each with what it
+    should do and what it did, the in-process runs' options, the summary's rows."""
+
     args: argparse.Namespace
-    lab: Lab
     root: Path
     out: Path
     steps: list[Step] = field(default_factory=list)
@@ -104,11 +107,7 @@ class Demo:
 
     @property
     def inventory(self) -> Path:
-        return self.out / "inventory" / "lab.yml"
-
-    @property
-    def baseline(self) -> Path:
-        return self.out / "inventory" / "host_vars" / self.lab.name / "verify_baseline.yml"
+        raise NotImplementedError
 
     def say(self, text: str) -> None:
         print(f"== lab demo: {text}", flush=True)
@@ -126,8 +125,74 @@ class Demo:
         self.say(f"{title}: {'as expected' if step.ok else 'UNEXPECTED'} - {step.got} ({step.seconds:.0f} s)")
         return step.ok
 
+    def run_plan(self, plan: list[tuple[str, str, Callable[[], tuple[bool, str]]]]) -> bool:
+        """Each step in order until one does something else; True when all did what they should."""
+        self.say(BANNER)
+        for title, expected, action in plan:
+            if not self.step(title, expected, action):
+                return False
+        return len(self.steps) == len(plan)
+
+    def namespace(self, **more: Any) -> argparse.Namespace:
+        base = {
+            "inventory": self.inventory, "limit": None, "extra_vars": [], "vault_password_file": [],
+            "vault_id": [], "artifacts": self.out / "artifacts", "verbose": self.args.verbose,
+            "progress": self.args.progress, "json": False, "tags": None, "skip_tags": None,
+        }  # fmt: skip
+        return argparse.Namespace(**{**base, **more})
+
+    def up(self, *extra: dict[str, Any], **more: Any) -> int:
+        """`up` in this process on the demo's inventory: ``extra`` as -e, ``more``: other options."""
+        args = self.namespace(**{
+            "playbook": "site.yml", "check": False, "diff": False, "serial": None, "max_fail_percent": None,
+            "extra_vars": [json.dumps(e) for e in extra], **more,
+        })  # fmt: skip
+        return commands_up.run(args)
+
+    def playbook(self, playbook: str, title: str, **more: Any) -> tuple[bool, str]:
+        """A playbook of the checkout on the demo's inventory (``more``: other options, such as another
+        inventory), its progress and summary as `up`'s."""
+        args = self.namespace(**more)
+        request = make_request(args, playbook)
+        if request is None:
+            return False, "no run request"
+        result = execute(request, args, f"lab demo: {title}")
+        return result.rc == 0, f"{playbook} rc={result.rc}"
+
+    def install_double(self, **more: Any) -> tuple[bool, str]:
+        """playbooks/lab/install_double.yml on the demo's inventory (``more``: as for playbook())."""
+        return self.playbook(INSTALL_PLAYBOOK, f"install the test double {DOUBLE_NAME}", **more)
+
+    def print_steps(self, name: str) -> float:
+        """The summary's head: the banner and one row per step; the minutes all steps took."""
+        total = sum(s.seconds for s in self.steps)
+        print("", flush=True)
+        print(f"sglang-deploy lab demo on {name}: {BANNER}")
+        for s in self.steps:
+            print(f"  {'ok ' if s.ok else 'BAD'} {s.title:<26} {s.seconds:6.0f} s  {s.got}")
+        return total / 60
+
+
+@dataclass
+class Demo(Steps):
+    lab: Lab | None = None
+
+    @property
+    def host(self) -> Lab:
+        if self.lab is None:
+            raise LabError("the demo has no lab host")
+        return self.lab
+
+    @property
+    def inventory(self) -> Path:
+        return self.out / "inventory" / "lab.yml"
+
+    @property
+    def baseline(self) -> Path:
+        return self.out / "inventory" / "host_vars" / self.host.name / "verify_baseline.yml"
+
     def exec(self, *cmd: str) -> str:
-        code, output = self.lab.exec(*cmd)
+        code, output = self.host.exec(*cmd)
         if code != 0:
             raise LabError(f"{' '.join(cmd[:3])}... exited {code}: {output[-600:]}")
         return output
@@ -140,12 +205,7 @@ class Demo:
         variables, group_vars/all linked): its baseline and the slow release of an earlier demo gone."""
         inv = self.inventory.parent
         (inv / "group_vars").mkdir(parents=True, exist_ok=True)
-        host = {
-            "ansible_connection": "community.docker.docker",
-            "ansible_host": self.lab.name,
-            "ansible_python_interpreter": "/usr/bin/python3",
-        }
-        servers = {"children": {"lab": {"hosts": {self.lab.name: host}}}}
+        servers = {"children": {"lab": {"hosts": {self.host.name: docker_host(self.host.name)}}}}
         self.inventory.write_text(yaml.safe_dump({"all": {"children": {"sglang_servers": servers}}}))
         settings = yaml.safe_load((self.root / "inventory" / "group_vars" / "lab.yml").read_text())
         (inv / "group_vars" / "lab.yml").write_text(
@@ -155,7 +215,7 @@ class Demo:
         if not link.is_symlink():
             link.symlink_to(self.root / "group_vars" / "all")
         self.baseline.unlink(missing_ok=True)
-        code, _output = self.lab.exec("test", "-x", PYTHON)
+        code, _output = self.host.exec("test", "-x", PYTHON)
         if code == 0:
             release = self.current()
             if release.endswith(SLOW_SUFFIX):  # an earlier demo stopped before its rollback
@@ -165,35 +225,12 @@ class Demo:
             self.exec("sh", "-c", f"rm -rf {ROOT}/releases/*{SLOW_SUFFIX}")
         return True, f"inventory {self.inventory}"
 
-    def namespace(self, **more: Any) -> argparse.Namespace:
-        base = {
-            "inventory": self.inventory, "limit": None, "extra_vars": [], "vault_password_file": [],
-            "vault_id": [], "artifacts": self.out / "artifacts", "verbose": self.args.verbose,
-            "progress": self.args.progress, "json": False, "tags": None, "skip_tags": None,
-        }  # fmt: skip
-        return argparse.Namespace(**{**base, **more})
-
-    def up(self, *extra: dict[str, Any]) -> int:
-        args = self.namespace(
-            playbook="site.yml", check=False, diff=False, serial=None, max_fail_percent=None,
-            extra_vars=[json.dumps(e) for e in extra],
-        )  # fmt: skip
-        return commands_up.run(args)
-
     def converge(self) -> tuple[bool, str]:
-        code, _output = self.lab.exec("test", "-x", PYTHON)
+        code, _output = self.host.exec("test", "-x", PYTHON)
         if code == 0:
             return True, f"already converged ({self.current()})"
         rc = self.up(PLAIN_VARS)
         return rc == 0, f"`up` rc={rc} (the lab host's first converge, without the double)"
-
-    def install_double(self) -> tuple[bool, str]:
-        args = self.namespace()
-        request = make_request(args, INSTALL_PLAYBOOK)
-        if request is None:
-            return False, "no run request"
-        result = execute(request, args, f"lab demo: install the test double {DOUBLE_NAME}")
-        return result.rc == 0, f"{INSTALL_PLAYBOOK} rc={result.rc}"
 
     def up_with_double(self) -> tuple[bool, str]:
         rc = self.up({"verify_benchmark": "always"})
@@ -208,12 +245,12 @@ class Demo:
         shutil.rmtree(report_dir, ignore_errors=True)
         rc = commands_verify.run(self.namespace(playbook="playbooks/verify.yml", report_dir=report_dir))
         hosts = collect(report_dir / "fetched")
-        entry = hosts.get(self.lab.name)
+        entry = hosts.get(self.host.name)
         data = entry.data if entry is not None else {}
         if entry is not None and entry.doc_file is not None:
             self.paths["production_v2.md"] = str(entry.doc_file)
         self.paths[f"report ({name})"] = str(report_dir / "report.md")
-        chart = report_dir / f"throughput-{self.lab.name}.png"
+        chart = report_dir / f"throughput-{self.host.name}.png"
         if chart.is_file():
             self.paths[f"chart ({name})"] = str(chart)
         return rc, data
@@ -263,25 +300,16 @@ class Demo:
             ("slower release", f"a release {SLOWER_PCT} % slower made current", self.slow_release),
             ("verify the slower release", "the gate FAILS, the release rolled back", self.verify_rolls_back),
         ]  # fmt: skip
-        self.say(BANNER)
-        for title, expected, action in plan:
-            if not self.step(title, expected, action):
-                break
-        return self.summary()
+        return self.summary(self.run_plan(plan))
 
-    def summary(self) -> int:
-        total = sum(s.seconds for s in self.steps)
-        print("", flush=True)
-        print(f"sglang-deploy lab demo on {self.lab.name}: {BANNER}")
-        for s in self.steps:
-            print(f"  {'ok ' if s.ok else 'BAD'} {s.title:<26} {s.seconds:6.0f} s  {s.got}")
-        ok = len(self.steps) == 7 and all(s.ok for s in self.steps)
+    def summary(self, ok: bool) -> int:
+        minutes = self.print_steps(self.host.name)
         if ok:
             print(
                 "  The failed gate and the rollback of the slower release are what the demo shows: the gate "
                 "caught a 30 % regression and the last good state came back."
             )
-        print(f"  took {total / 60:.1f} min")
+        print(f"  took {minutes:.1f} min")
         for name, path in self.paths.items():
             print(f"  {name}: {path}")
         print(f"  status: sglang-deploy status -i {self.inventory}")
@@ -295,5 +323,10 @@ def run(args: argparse.Namespace) -> int:
     artifacts = args.artifacts.expanduser().resolve() if args.artifacts else default_artifacts(root)
     lab = Lab(root, name=args.name, image=args.image)
     lab.create(log=lambda message: print(message, flush=True))
-    demo = Demo(args, lab, root, artifacts / "demo" / args.name)
-    return demo.run()
+    if args.fleet:
+        from .commands_demo_fleet import FleetDemo  # noqa: PLC0415 (a module of its own, imports this one)
+
+        return FleetDemo(args, root, artifacts / "demo" / f"{args.name}-fleet").run()
+    lab = Lab(root, name=args.name, image=args.image)
+    lab.create(log=lambda message: print(message, flush=True))
+    return Demo(args, root, artifacts / "demo" / args.name, lab=lab).run()

@@ -1,4 +1,4 @@
-"""`sglang-deploy lab create|destroy|status`."""
+"""`sglang-deploy lab create|destroy|status|demo` (destroy --fleet, demo --fleet: commands_demo_fleet)."""
 
 from __future__ import annotations
 
@@ -15,13 +15,14 @@ def run(args: argparse.Namespace) -> int:
     def log(message: str) -> None:
         print(message, flush=True)
 
-    if args.action == "demo":
+    if args.action == "demo" or (args.action == "destroy" and args.fleet):
         from .commands_demo import run as demo  # noqa: PLC0415 (ansible-runner only for the demo)
+        from .commands_demo_fleet import destroy  # noqa: PLC0415
 
         try:
-            return demo(args)
+            return destroy(repo_root(), args.name) if args.action == "destroy" else demo(args)
         except (LabError, DockerException) as exc:
-            print(f"lab demo failed: {exc}", file=sys.stderr)
+            print(f"lab {args.action} failed: {exc}", file=sys.stderr)
             return 1
     try:
         lab = Lab(repo_root(), name=args.name, image=args.image)

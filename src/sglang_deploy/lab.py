@@ -49,12 +49,15 @@ class LabStatus:
         return f"lab {self.name}: container {self.state}, systemd {self.systemd or '-'}, image {self.image}"
 
 
-def run_options(name: str, image: str) -> dict[str, Any]:
-    """docker run options of the lab container: molecule/base.yml's platform, as SDK arguments."""
+def run_options(name: str, image: str, mounts: dict[str, str] | None = None) -> dict[str, Any]:
+    """docker run options of the lab container: molecule/base.yml's platform, as SDK arguments;
+    ``mounts``: named docker volumes -> paths in the container, read-write (the fleet demo's shared
+    release store, lab_fleet.py)."""
     cache = os.environ.get("SGLANG_DEPLOY_CACHE", CACHE_DIR)
     volumes = {
         "/sys/fs/cgroup": {"bind": "/sys/fs/cgroup", "mode": "rw"},
         cache: {"bind": CACHE_DIR, "mode": "rw"},
+        **{volume: {"bind": path, "mode": "rw"} for volume, path in (mounts or {}).items()},
     }
     env = {"UV_CACHE_DIR": f"{CACHE_DIR}/uv", "PIP_CACHE_DIR": f"{CACHE_DIR}/pip", "LC_ALL": "C.UTF-8"}
     if Path(HOST_CA_BUNDLE).is_file():  # test/lab only: HTTPS may leave through a proxy with a private CA
@@ -110,10 +113,12 @@ class Lab:
         name: str = DEFAULT_NAME,
         image: str = DEFAULT_IMAGE,
         client: docker.DockerClient | None = None,
+        mounts: dict[str, str] | None = None,
     ) -> None:
         self.root = repo_root
         self.name = name
         self.image = image
+        self.mounts = dict(mounts or {})
         self.client = client or docker.from_env()
 
     def _container(self) -> Container | None:
@@ -187,7 +192,7 @@ class Lab:
             self.ensure_image(log)
             if not Path(CACHE_DIR).exists() and "SGLANG_DEPLOY_CACHE" not in os.environ:
                 Path(CACHE_DIR).mkdir(parents=True, exist_ok=True)
-            container = self.client.containers.run(**run_options(self.name, self.image))
+            container = self.client.containers.run(**run_options(self.name, self.image, self.mounts))
             log(f"lab {self.name} created from {self.image}")
         started = time.monotonic()
         state = self.wait_systemd(container, timeout)

@@ -40,6 +40,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="also run tests/e2e/test_demo_lab.py (`sglang-deploy lab demo` on a lab host of its own, "
         "converged from scratch: about 15 min on 2 CPUs; scripts/test e2e does NOT pass it yet)",
     )
+    parser.addoption(
+        "--run-demo-fleet",
+        action="store_true",
+        default=False,
+        help="also run tests/e2e/test_demo_fleet.py (`sglang-deploy lab demo --fleet` on a fleet of its own, "
+        "its release built from scratch: ~12 GB of disk, see the README for its time; scripts/test e2e does "
+        "NOT pass it)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -54,6 +62,9 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.addinivalue_line(
         "markers", "demo_lab: sglang-deploy lab demo on a lab host of its own (--run-demo-lab)"
+    )
+    config.addinivalue_line(
+        "markers", "demo_fleet: sglang-deploy lab demo --fleet on a fleet of its own (--run-demo-fleet)"
     )
 
 
@@ -85,6 +96,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config, items, "--run-demo-lab", "demo_lab",
         "sglang-deploy lab demo on a lab host of its own (~15 min, 2 CPUs): run with "
         "`pytest tests/e2e/test_demo_lab.py --run-e2e --run-demo-lab`",
+    )  # fmt: skip
+    _skip_unless(
+        config, items, "--run-demo-fleet", "demo_fleet",
+        "sglang-deploy lab demo --fleet on a fleet of its own (~12 GB of disk, a release built): run with "
+        "`pytest tests/e2e/test_demo_fleet.py --run-e2e --run-demo-fleet`",
     )  # fmt: skip
     if config.getoption("--run-e2e", default=False):
         return

@@ -14,6 +14,10 @@ from typing import Any
 
 import yaml
 
+from sglang_deploy.lab_fleet import docker_host
+
+__all__ = ["docker_host"]
+
 REPO = Path(__file__).resolve().parents[2]
 # SGLANG_E2E_LAB=<name>: the tests run against a lab container of that name (a developer's own; made
 # and converged by the fixtures through an inventory copy, see lab_inventory()) instead of sglang-lab.
@@ -135,16 +139,6 @@ def lab_exec(*cmd: str, name: str = LAB_HOST, check: bool = True) -> str:
 
 def dump(data: Any) -> str:
     return json.dumps(data, sort_keys=True)
-
-
-def docker_host(name: str, **host_vars: Any) -> dict[str, Any]:
-    """An inventory entry for a lab container that Ansible reaches over docker (``host_vars`` added)."""
-    return {
-        "ansible_host": name,
-        "ansible_connection": "community.docker.docker",
-        "ansible_python_interpreter": "/usr/bin/python3",
-        **host_vars,
-    }
 
 
 def lab_group_vars(**extra: Any) -> dict[str, Any]:

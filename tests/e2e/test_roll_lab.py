@@ -21,21 +21,20 @@ replica would fail, so zero failures comes from the drain, not from the router's
 
 from __future__ import annotations
 
-import contextlib
 import json
 import subprocess
-import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 from e2e_lab import cli, lab_exec
-from fleet_lab import ADMIN_AUTH, AUTH, Fleet, double_vars, make_fleet, remove_fleet
+from fleet_lab import ADMIN_AUTH, Fleet, double_vars, make_fleet, remove_fleet
+
+from sglang_deploy.lab_fleet import Load
 
 pytestmark = [pytest.mark.e2e, pytest.mark.fleet_lab]
 
@@ -70,78 +69,9 @@ def stamp(state: dict[str, str], key: str) -> float:
     return float(state.get(key, "").lstrip("@") or 0)
 
 
-@dataclass
-class Traffic:
-    """Client threads sending /generate through the router, and a poller of the router's /workers,
-    while a roll runs."""
-
-    fleet: Fleet
-    clients: int = 2
-    sent: int = 0
-    failed: list[str] = field(default_factory=list)
-    polls: list[tuple[float, dict[str, bool]]] = field(default_factory=list)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-    _threads: list[threading.Thread] = field(default_factory=list)
-
-    def _client(self) -> None:
-        body = json.dumps({"text": "def roll(", "sampling_params": {"max_new_tokens": 16}}).encode()
-        while not self._stop.is_set():
-            request = urllib.request.Request(
-                f"{self.fleet.router_base}/generate",
-                data=body,
-                headers={"Content-Type": "application/json", **AUTH},
-            )
-            try:
-                with urllib.request.urlopen(request, timeout=60) as answer:
-                    ok = answer.status == 200 and "meta_info" in json.loads(answer.read())
-                    error = "" if ok else f"status {answer.status}"
-            except (urllib.error.URLError, OSError, ValueError) as exc:
-                error = f"{type(exc).__name__}: {exc}"
-            with self._lock:
-                self.sent += 1
-                if error:
-                    self.failed.append(f"{time.time():.1f} {error}")
-
-    def _poll(self) -> None:
-        while not self._stop.is_set():
-            with contextlib.suppress(urllib.error.URLError, OSError, ValueError):
-                self.polls.append((time.time(), self.fleet.workers()))
-            self._stop.wait(0.5)
-
-    def __enter__(self) -> Traffic:
-        self._threads = [
-            threading.Thread(target=self._client, daemon=True) for _client in range(self.clients)
-        ]
-        self._threads.append(threading.Thread(target=self._poll, daemon=True))
-        for thread in self._threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(timeout=90)
-
-    def out_windows(self, url: str) -> list[tuple[float, float, float]]:
-        """Each time ``url`` was out of the router (not listed, or listed unhealthy): (last poll that
-        listed it healthy, first poll that did not, first poll that listed it healthy again; inf when
-        it never came back)."""
-        windows: list[tuple[float, float, float]] = []
-        last_in = self.polls[0][0] if self.polls else 0.0
-        gone: float | None = None
-        for when, workers in self.polls:
-            present = workers.get(url, False)
-            if present and gone is not None:
-                windows.append((last_in, gone, when))
-                gone = None
-            if present:
-                last_in = when
-            elif gone is None:
-                gone = when
-        if gone is not None:
-            windows.append((last_in, gone, float("inf")))
-        return windows
+# Client threads through the router and a poller of its /workers while a roll runs: the fleet demo's
+# live load (one implementation, src/sglang_deploy/lab_fleet.py)
+Traffic = Load
 
 
 def roll(
