@@ -81,7 +81,7 @@ def test_check_mode_sends_no_generate(server: str) -> None:
 
 
 def test_check_mode_without_a_key_file_asks_only_what_needs_no_key(server: str) -> None:
-    """Check mode brings no key file to the host (http_run.yml): /health, and the refusal of a request
+    """Check mode brings no key file to the host (tasks/http.yml): /health, and the refusal of a request
     without the key; /v1/models with the key is not asked, nothing generates."""
     result = verify_http.check(spec(server, generate=False), "")
     assert result["status"] == "passed", result

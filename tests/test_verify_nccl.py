@@ -210,14 +210,16 @@ def test_two_nodes_meet_with_gloo(sglang_venv_python: Path, tmp_path: Path) -> N
 
 
 def _layer_args(spec: dict[str, Any]) -> list[str]:
-    """The argv roles/verify/tasks/nccl.yml renders for a host with this launch spec (its own template
-    text, rendered by Jinja with Ansible's `quote`), parsed as the script parses it."""
+    """The argv layer 4's task (roles/verify/tasks/main.yml) renders for a host with this launch spec (its
+    own template text, rendered by Jinja with Ansible's `quote`), parsed as the script parses it."""
     import shlex  # noqa: PLC0415
 
     import jinja2  # noqa: PLC0415
     import yaml  # noqa: PLC0415
 
-    [task] = yaml.safe_load((ROOT / "roles/verify/tasks/nccl.yml").read_text())
+    tasks = yaml.safe_load((ROOT / "roles/verify/tasks/main.yml").read_text())
+    [task] = [t for t in tasks if t["name"].startswith("Layer 4 - NCCL")]
+    assert task["vars"]["__verify_layer_script"] == "nccl_allreduce.py"
     env = jinja2.Environment(undefined=jinja2.StrictUndefined)
     env.filters["quote"] = lambda v: shlex.quote(str(v))
     variables: dict[str, Any] = {
