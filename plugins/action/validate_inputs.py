@@ -1,0 +1,73 @@
+# Copyright: sglang-deploy contributors
+"""Action plugin sglang.deploy.validate_inputs: the one validator of the roles' inputs (controller side;
+documented in plugins/modules/validate_inputs.py).
+
+It reads the role's argument spec (entry point ``validate``), templates each option and each name the
+role's rules read besides (``FACTS`` of plugins/plugin_utils/input_rules/<role>.py), applies the
+control-character and ``..`` checks (plugins/module_utils/text_checks.py) to every option once, then
+the role's rules, and fails with every error at once. Nothing on a host is contacted.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+import yaml
+from ansible.errors import AnsibleError  # type: ignore[import-untyped]
+from ansible.plugins.action import ActionBase  # type: ignore[import-untyped]
+from ansible_collections.sglang.deploy.plugins.module_utils.text_checks import argspec_inputs, text_errors
+
+COLLECTION = Path(__file__).resolve().parents[2]
+RULES = "ansible_collections.sglang.deploy.plugins.plugin_utils.input_rules"
+
+
+def spec_inputs(role: str, entry: str = "validate") -> list[str]:
+    """The option names of the role's argument spec entry point (``main`` when it has no such entry)."""
+    path = COLLECTION / "roles" / role / "meta" / "argument_specs.yml"
+    return list(argspec_inputs(yaml.safe_load(path.read_text(encoding="utf-8")) or {}, entry))
+
+
+def rules_of(role: str) -> Any:
+    """The role's rule module, or None when the role has only the control-character check."""
+    try:
+        return importlib.import_module(f"{RULES}.{role}")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"{RULES}.{role}":
+            raise
+        return None
+
+
+class ActionModule(ActionBase):  # type: ignore[misc]
+    """Checks one role's inputs on the controller; fails listing every error."""
+
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(("role", "entry"))
+    _requires_connection = False
+
+    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        result: dict[str, Any] = super().run(tmp, task_vars)
+        task_vars = task_vars or {}
+        role = str(self._task.args.get("role") or "")
+        entry = str(self._task.args.get("entry") or "validate")
+        if not (COLLECTION / "roles" / role / "meta" / "argument_specs.yml").is_file():
+            return {**result, "failed": True, "msg": f"validate_inputs: role={role!r} has no argument spec"}
+        names = spec_inputs(role, entry)
+        rules = rules_of(role)
+        values: dict[str, Any] = {}
+        errors: list[str] = []
+        for name in [*names, *getattr(rules, "FACTS", ())]:
+            if name not in task_vars or name in values:
+                continue
+            try:
+                values[name] = self._templar.template(task_vars[name])
+            except AnsibleError as exc:
+                errors.append(f"{name} cannot be read: {exc.message}")
+        errors += text_errors({name: values.get(name, "") for name in names})
+        if rules is not None:
+            errors += rules.errors(values)
+        result.update(changed=False, role=role, checked=len(names))
+        if errors:
+            result.update(failed=True, errors=errors, msg=f"{role}: invalid input: {' | '.join(errors)}")
+        return result
