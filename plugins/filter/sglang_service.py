@@ -6,10 +6,11 @@ as bool/int by plugins/module_utils/convert.py, as the launch spec reads them. T
 comes from the launch spec (fact preflight_launch_spec, plugins/module_utils/launch_spec.py); nothing here
 builds flags.
 
-- ``sglang_service_check``: the service-only inputs (a dict) -> errors naming variable, value, allowed.
+- ``sglang_service_check``: the service-only inputs (a dict) -> errors naming variable, value, allowed
+  (a rule of the role's inputs, called by plugins/plugin_utils/input_rules/sglang_service.py; no filter).
 - ``sglang_service_exec_start``: argv -> ``ExecStart=`` value, one flag per continuation line.
 - ``sglang_service_env_line``: NAME + value -> a quoted ``Environment=`` assignment.
-- ``sglang_service_credential_check``: the key-delivery, device and address inputs -> errors.
+- ``sglang_service_credential_check``: the key-delivery, device and address inputs -> errors (likewise).
 - ``sglang_service_device_allow``: the /dev/nvidia* nodes the host has (+ the GPU count) -> the
   ``DeviceAllow=`` paths.
 - ``sglang_service_ip_allow``: the bind address + the host's interface addresses -> the default
@@ -265,10 +266,8 @@ class FilterModule:
 
     def filters(self) -> dict[str, Callable[..., Any]]:
         return {
-            "sglang_service_check": sglang_service_check,
             "sglang_service_exec_start": sglang_service_exec_start,
             "sglang_service_env_line": sglang_service_env_line,
-            "sglang_service_credential_check": sglang_service_credential_check,
             "sglang_service_device_allow": sglang_service_device_allow,
             "sglang_service_ip_allow": sglang_service_ip_allow,
         }
