@@ -1,7 +1,9 @@
-"""The supply-chain input checks of the sglang_stack and cuda_toolkit roles (their
-tasks/validate_supply.yml, which preflight runs before any change), run by a real ansible-playbook
-on the controller: each bad input fails naming the variable, its value and what is allowed; the
-manifest's defaults pass: the cu130 sgl-kernel URL with every sha256 SGLang's index lists for it."""
+"""The supply-chain input checks of the sglang_stack and cuda_toolkit roles (the stack's
+tasks/validate_supply.yml, the toolkit's tasks/validate.yml: the one validator with its rules in
+plugins/plugin_utils/input_rules/cuda_toolkit.py; preflight runs both before any change), run by a
+real ansible-playbook on the controller: each bad input fails naming the variable, its value and what
+is allowed; the manifest's defaults pass: the cu130 sgl-kernel URL with every sha256 SGLang's index
+lists for it."""
 
 from __future__ import annotations
 
@@ -20,13 +22,14 @@ PLAY = """---
   gather_facts: false
   vars_files:
     - {repo}/group_vars/all/versions.yml
+    - {repo}/group_vars/all/sglang.yml
   vars:
     sglang_root: /opt/sglang
   tasks:
     - name: The role's supply-chain checks
       ansible.builtin.include_role:
         name: "{{{{ role }}}}"
-        tasks_from: validate_supply.yml
+        tasks_from: "{{{{ 'validate' if role == 'cuda_toolkit' else 'validate_supply.yml' }}}}"
 """
 PYPI_KERNEL = "sgl-kernel==0.3.21"
 
