@@ -22,7 +22,7 @@ nccl_env = importlib.import_module(_FQCN + "plugin_utils.input_rules.nccl_env")
 sglang_service = importlib.import_module(_FQCN + "plugin_utils.input_rules.sglang_service")
 cuda_toolkit = importlib.import_module(_FQCN + "plugin_utils.input_rules.cuda_toolkit")
 
-MIGRATED = ("nccl_env", "sglang_service", "cuda_toolkit", "autotune", "verify")
+MIGRATED = ("nccl_env", "sglang_service", "cuda_toolkit", "autotune", "verify", "sglang_stack")
 
 
 def _defaults(role: str) -> dict[str, Any]:

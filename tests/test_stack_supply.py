@@ -1,6 +1,6 @@
-"""The supply-chain input checks of the sglang_stack and cuda_toolkit roles (the stack's
-tasks/validate_supply.yml, the toolkit's tasks/validate.yml: the one validator with its rules in
-plugins/plugin_utils/input_rules/cuda_toolkit.py; preflight runs both before any change), run by a
+"""The supply-chain input checks of the sglang_stack and cuda_toolkit roles (each role's
+tasks/validate.yml: the one validator with its rules in plugins/plugin_utils/input_rules/sglang_stack.py
+and cuda_toolkit.py; preflight runs both before any change), run by a
 real ansible-playbook on the controller: each bad input fails naming the variable, its value and what
 is allowed; the manifest's defaults pass: the cu130 sgl-kernel URL with every sha256 SGLang's index
 lists for it."""
@@ -29,7 +29,7 @@ PLAY = """---
     - name: The role's supply-chain checks
       ansible.builtin.include_role:
         name: "{{{{ role }}}}"
-        tasks_from: "{{{{ 'validate' if role == 'cuda_toolkit' else 'validate_supply.yml' }}}}"
+        tasks_from: validate
 """
 PYPI_KERNEL = "sgl-kernel==0.3.21"
 
