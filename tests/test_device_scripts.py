@@ -111,3 +111,16 @@ def test_nccl_profiles_renders_with_the_collection(device_env: dict[str, str], t
     assert "===== default: /tmp/nccl-default.env" in out, out[-4000:]
     assert "# Managed by Ansible (role nccl_env)" in out, out[-4000:]
     assert "# profile: none (requested: none" in out, out[-4000:]
+
+
+def test_autotune_nccl_on_one_gpu_reports_the_nccl_part_skipped(
+    device_env: dict[str, str], tmp_path: Path
+) -> None:
+    # one GPU: no all-reduce to tune; the script must say so and exit 0, not render a record it has not
+    # got (seen on the lent 1-GPU H200, 2026-12-05: "choices differ: run 1 [] run 2 []", exit 0)
+    rc, out = run_script(device_env, tmp_path, "autotune_nccl.sh")
+    assert_started(out)
+    assert "autotune NCCL part skipped: tp 1 (no all-reduce)" in out, out[-4000:]
+    assert "autotune NCCL skipped: 1 GPU (tp 1, no all-reduce); no record written" in out, out[-4000:]
+    assert "choices differ" not in out
+    assert rc == 0, out[-4000:]

@@ -34,6 +34,22 @@ vars=("${device_vars[@]}" -e sglang_gpu_required=true -e "sglang_tp_size=$n" -e 
   -e "sglang_model_path=$device_model" -e "sglang_draft_model_path=$device_drafter"
   -e sglang_root=/tmp/sglang -e sglang_min_free_disk_gib=1 -e "autotune_python=$py" "$@")
 rc=0
+# One GPU: no all-reduce to tune. The role must say so (its NCCL part skipped, tp 1) and record nothing;
+# the second run and the render of a record have nothing to work on.
+if ((n < 2)); then
+  say "one GPU: playbooks/autotune.yml --tags autotune_nccl must report its NCCL part skipped"
+  ansible-playbook -i "$inv/hosts" playbooks/autotune.yml --tags autotune_nccl "${vars[@]}" \
+    -e "autotune_report_dir=$work/run1" 2>&1 | tee -a "$log"
+  rc=${PIPESTATUS[0]}
+  if ((rc == 0)) && grep -q 'autotune NCCL part skipped: tp 1' "$log" && [[ ! -e "$inv/host_vars/localhost/nccl_tuned.yml" ]]; then
+    echo "autotune NCCL skipped: $n GPU (tp 1, no all-reduce); no record written; runs 2 and the render need >= 2 GPUs" | tee -a "$log"
+  else
+    echo "one GPU: expected the NCCL part reported skipped and no record (rc=$rc)" | tee -a "$log"
+    ((rc)) || rc=1
+  fi
+  echo "exit $rc" | tee -a "$log"
+  exit "$rc"
+fi
 for run in 1 2; do
   rdir="$work/run$run"
   mkdir -p "$rdir"
