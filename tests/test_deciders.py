@@ -8,13 +8,12 @@ import importlib
 import itertools
 import os
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from modload import REPO, load_module, local_ansible_env
+from modload import REPO, load_module
 from test_launch_spec import cfg as launch_cfg
 
 launch_spec = load_module("launch_spec_deciders", REPO / "plugins/module_utils/launch_spec.py")
@@ -146,9 +145,10 @@ def test_one_reading_of_bools_and_ints() -> None:
 
 
 def test_one_atomic_link_switch(tmp_path: Path) -> None:
-    """The stack role switches current with ansible.builtin.file (force: a temporary link + rename(2));
-    in Python one function does the same, module_utils/managed_state.switch_link, for managed_state's
-    links and deploy_state's restore alike; no task moves a link by hand (mv -T, ln -sfn)."""
+    """One link switch: module_utils/managed_state.switch_link (a temporary link + rename(2)), for
+    managed_state's links (the stack's and the router's `current` are items of their roles' host state)
+    and deploy_state's restore alike; no task moves a link by hand (mv -T, ln -sfn) or with
+    ansible.builtin.file state=link."""
     assert deploy_state.switch_link is managed.switch_link
     makes_links = sorted(p.relative_to(REPO).as_posix() for p in REPO.glob("plugins/**/*.py")
                          if "os.symlink(" in p.read_text())  # fmt: skip
@@ -158,28 +158,16 @@ def test_one_atomic_link_switch(tmp_path: Path) -> None:
             assert "ln -s" not in line, (path, line)
             assert "[ln," not in line, (path, line)
             assert not (re.search(r"\bmv\b", line) and "current" in line), (path, line)
-    activate = yaml.safe_load((REPO / "roles/sglang_stack/tasks/activate.yml").read_text())
-    task = next(t for t in activate if str(t.get("name", "")).startswith("Switch current"))
-    assert task["ansible.builtin.file"]["state"] == "link"
-    assert task["ansible.builtin.file"]["force"] is True
+            assert not re.search(r"\bstate: link\b", line), (path, line)
+    for role, var, link in [
+        ("sglang_stack", "__sglang_stack_state_run", "sglang_stack_current_link"),
+        ("sglang_router", "__sglang_router_state_run", "__sglang_router_current"),
+    ]:
+        described = yaml.safe_load((REPO / f"roles/{role}/vars/main.yml").read_text())[var]["links"]
+        assert "'path': " + link in described, (role, described)
     (tmp_path / "releases/r1").mkdir(parents=True)
     (tmp_path / "releases/r2").mkdir()
     (tmp_path / "current").symlink_to("releases/r1")
-
-    def switch(*extra: str) -> subprocess.CompletedProcess[str]:
-        args = f"src=releases/r2 dest={tmp_path}/current state=link force=true"
-        cmd = [str(REPO / ".venv/bin/ansible"), "localhost", "-c", "local", "-m", "ansible.builtin.file"]
-        return subprocess.run(
-            [*cmd, "-a", args, *extra], capture_output=True, text=True, env=local_ansible_env(), check=False
-        )
-
-    checked = switch("--check")
-    assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert "CHANGED" in checked.stdout
-    assert os.readlink(tmp_path / "current") == "releases/r1"  # check mode changes nothing
-    done = switch()
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "CHANGED" in done.stdout
+    managed.switch_link(str(tmp_path / "current"), "releases/r2")
     assert os.readlink(tmp_path / "current") == "releases/r2"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["current", "releases"]  # no temporary link left
-    assert "SUCCESS" in switch().stdout  # idempotent

@@ -63,3 +63,39 @@ def playbook(*args: str, timeout: int = 1800) -> tuple[int, str]:
 
 def recap(out: str) -> dict[str, int]:
     return moltest.totals(out)
+
+
+# Per source file: its bytecode file (importlib.util.cache_from_source), whether that file is valid
+# for the source as it is now (magic number, and the source's mtime and size in the header, or its
+# hash for a hash-based pyc), its owner and mode.
+_BYTECODE = """
+import importlib.util, json, os, sys
+out = {}
+for src in sys.argv[1:]:
+    pyc = importlib.util.cache_from_source(src)
+    try:
+        head, st, pst = open(pyc, "rb").read(16), os.stat(src), os.stat(pyc)
+    except OSError:
+        out[src] = {"pyc": pyc, "exists": False}
+        continue
+    flags = int.from_bytes(head[4:8], "little")
+    if flags & 1:
+        valid = head[8:16] == importlib.util.source_hash(open(src, "rb").read())
+    else:
+        valid = (int.from_bytes(head[8:12], "little") == int(st.st_mtime) & 0xFFFFFFFF
+                 and int.from_bytes(head[12:16], "little") == st.st_size & 0xFFFFFFFF)
+    dst = os.stat(os.path.dirname(pyc))
+    out[src] = {"pyc": pyc, "exists": True, "valid": head[:4] == importlib.util.MAGIC_NUMBER and valid,
+                "uid": pst.st_uid, "mode": pst.st_mode & 0o777,
+                "dir_uid": dst.st_uid, "dir_mode": dst.st_mode & 0o777}
+print(json.dumps(out))
+"""
+
+
+def bytecode(host: Any, *sources: str) -> dict[str, dict[str, Any]]:
+    """The bytecode state of each source file (absolute paths) in the release."""
+    data = base64.b64encode(_BYTECODE.encode()).decode()
+    script = f"echo {data} | base64 -d > /tmp/bytecode.py"
+    out = host.check_output(f"{script} && {PY} /tmp/bytecode.py {' '.join(sources)}")
+    state: dict[str, dict[str, Any]] = json.loads(out)
+    return state

@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 import pytest
-from helpers import CURRENT, PATCHES, PY, ROOT, added_lines, receipt, series, site_packages
+from helpers import CURRENT, PATCHES, PY, ROOT, added_lines, bytecode, receipt, series, site_packages
 
 # The Ubuntu scenario runs these tests too, with its own interpreter and source (molecule.yml).
 PYTHON = os.environ.get("SGLANG_STACK_EXPECT_PYTHON", "3.11")
@@ -80,3 +80,34 @@ def test_receipt(host: Any) -> None:
 def test_import_without_gpu(host: Any) -> None:
     out = host.check_output(f"{PY} -c 'import sglang, flashinfer, torch; print(sglang.__version__)'")
     assert out.strip() == "0.5.9"
+
+
+def test_release_has_its_bytecode_root_owned_and_current_for_the_patched_files(host: Any) -> None:
+    """The release is compiled once, after the patches: every patched module's pyc matches the patched
+    source (the header's mtime and size, or hash), and the pristine tree has its pyc too; all of it
+    root's and not writable by others (the service user could not write a __pycache__ there)."""
+    sp = site_packages(host)
+    patched = [f"{sp}/{rel}" for rel in receipt(host)["patched_files"] if rel.endswith(".py")]
+    assert patched
+    pristine = [f"{sp}/torch/__init__.py", f"{sp}/transformers/__init__.py", f"{sp}/sglang/__init__.py"]
+    for src, got in bytecode(host, *patched, *pristine).items():
+        assert got["exists"], f"no bytecode for {src}: {got['pyc']}"
+        assert got["valid"], f"{got['pyc']} does not match {src}"
+        assert got["uid"] == 0, got
+        assert got["dir_uid"] == 0, got
+        assert got["mode"] & 0o022 == 0, got
+        assert got["dir_mode"] & 0o022 == 0, got
+        assert host.run(f"runuser -u nobody -- test -w {got['pyc']}").rc != 0, got
+        assert host.run(f"runuser -u nobody -- test -w {os.path.dirname(got['pyc'])}").rc != 0, got
+
+
+def test_the_service_user_imports_the_parser_from_bytecode(host: Any) -> None:
+    """An unprivileged user imports SGLang's server_args chain (the start-up's first import, patched
+    module included) from the release's bytecode: nothing compiled in memory for a lack of a pyc it
+    could not write ('could not create' in python -v's trace)."""
+    trace = f"cd / && runuser -u nobody -- {PY} -v -c 'import sglang.srt.server_args' 2>&1"
+    # a module compiled from its source, or a pyc that could not be written, under the stack's root
+    pattern = f"^# could not create '{ROOT}/|^# code object from '{ROOT}/[^']*[.]py'$"
+    run = host.run(f'out=$({trace}); rc=$?; echo "$out" | grep -E "{pattern}" | head -20; echo rc=$rc')
+    # imported; nothing compiled in memory, no pyc that failed to be written
+    assert run.stdout.strip() == "rc=0", run.stdout

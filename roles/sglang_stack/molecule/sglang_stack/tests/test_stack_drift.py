@@ -6,7 +6,19 @@ import json
 from typing import Any
 
 import moltest
-from helpers import CURRENT, PY, ROOT, playbook, push_patch, recap, receipt, series, site_packages, strip_of
+from helpers import (
+    CURRENT,
+    PY,
+    ROOT,
+    bytecode,
+    playbook,
+    push_patch,
+    recap,
+    receipt,
+    series,
+    site_packages,
+    strip_of,
+)
 
 
 def test_reverted_patch_is_reported_then_restored(host: Any) -> None:
@@ -34,6 +46,11 @@ def test_reverted_patch_is_reported_then_restored(host: Any) -> None:
     assert host.file(f"{sp}/{rel}").sha256sum == recorded
     for path, digest in receipt(host)["patched_files"].items():
         assert host.file(f"{sp}/{path}").sha256sum == digest, path
+    # the repair compiled the re-patched file again: its pyc is the restored source's
+    if rel.endswith(".py"):
+        got = bytecode(host, f"{sp}/{rel}")[f"{sp}/{rel}"]
+        assert got["exists"], got
+        assert got["valid"], got
     # (the shared test_check_mode.py then proves the repaired host is clean again)
 
 
