@@ -22,7 +22,15 @@ nccl_env = importlib.import_module(_FQCN + "plugin_utils.input_rules.nccl_env")
 sglang_service = importlib.import_module(_FQCN + "plugin_utils.input_rules.sglang_service")
 cuda_toolkit = importlib.import_module(_FQCN + "plugin_utils.input_rules.cuda_toolkit")
 
-MIGRATED = ("nccl_env", "sglang_service", "cuda_toolkit", "autotune", "verify", "sglang_stack")
+MIGRATED = (
+    "nccl_env",
+    "sglang_service",
+    "cuda_toolkit",
+    "autotune",
+    "verify",
+    "sglang_stack",
+    "sglang_router",
+)
 
 
 def _defaults(role: str) -> dict[str, Any]:
@@ -238,3 +246,16 @@ def test_cuda_toolkit_defaults_pass() -> None:
 def test_cuda_toolkit_bad_inputs_are_named(over: dict[str, Any], expected: str) -> None:
     errors = cuda_toolkit.errors(_toolkit(**over))
     assert any(expected in e for e in errors), errors
+
+
+def test_group_facts_are_read_from_the_hosts_of_the_group() -> None:
+    errors: list[str] = []
+    task_vars = {
+        "groups": {"sglang_servers": ["s1", "s2", "gone"], "other": ["o1"]},
+        "hostvars": {"s1": {"verify_baseline_records": {"a": {"startup_s": 5}}}, "s2": {}, "o1": {"x": 1}},
+    }
+    wanted = {"sglang_servers": ("verify_baseline_records",)}
+    found = validate_inputs.ActionModule._group_facts(task_vars, wanted, errors)
+    assert found == {"sglang_servers": {"s1": {"verify_baseline_records": {"a": {"startup_s": 5}}}}}
+    assert errors == []
+    assert validate_inputs.ActionModule._group_facts({}, wanted, errors) == {"sglang_servers": {}}

@@ -162,3 +162,41 @@ def test_router_playbook_stops_at_preflight(run: Any) -> None:
     assert "PLAY [Router - install" not in out
     assert CLIENT_KEY not in out
     assert _recap(out)["changed"] == 0
+
+
+@pytest.mark.parametrize("longer", [False, True])
+def test_router_waits_at_least_the_servers_measured_startup(tmp_path: Path, longer: bool) -> None:
+    """The worker start-up timeout against the start-up verify recorded on the servers (startup_s of
+    their verify_baseline_records, read from the server hosts' variables by the one validator)."""
+    inventory = tmp_path / "inventory"
+    inventory.mkdir()
+    (inventory / "group_vars").symlink_to(REPO / "group_vars")
+    host = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    timeout = 1800
+    startup = timeout + 0.5 if longer else timeout - 1
+    records = {"fp1": {"startup_s": 12.5}, "fp2": {"startup_s": startup}, "fp3": {"gate": "pass"}}
+    server = {**host, "verify_baseline_records": records}
+    (inventory / "hosts.yml").write_text(
+        yaml.safe_dump(
+            {"sglang_routers": {"hosts": {"rt": host}}, "sglang_servers": {"hosts": {"srv1": server}}}
+        )
+    )
+    play = tmp_path / "preflight.yml"
+    play.write_text(PREFLIGHT_ONLY)
+    case = tmp_path / "case.json"
+    case.write_text(json.dumps({**GOOD, "sglang_router_worker_startup_timeout_secs": timeout}))
+    cmd = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", str(inventory), str(play)]
+    proc = subprocess.run(
+        [*cmd, "-e", f"@{case}"],
+        cwd=REPO, env=local_ansible_env(), capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    out = proc.stdout + proc.stderr
+    if not longer:
+        assert proc.returncode == 0, out[-3000:]
+        return
+    assert proc.returncode == 2, out[-3000:]
+    assert (
+        f"sglang_router_worker_startup_timeout_secs={timeout} is not valid: "
+        f"allowed an integer >= {timeout + 1} (the longest start-up verify measured on the servers" in out
+    ), out[-3000:]
+    assert _recap(out)["changed"] == 0

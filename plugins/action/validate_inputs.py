@@ -3,7 +3,8 @@
 documented in plugins/modules/validate_inputs.py).
 
 It reads the role's argument spec (entry point ``validate``), templates each option and each name the
-role's rules read besides (``FACTS`` of plugins/plugin_utils/input_rules/<role>.py), applies the
+role's rules read besides (``FACTS`` of plugins/plugin_utils/input_rules/<role>.py; ``GROUP_FACTS``,
+names read from the hosts of a group, as ``group_facts``), applies the
 control-character and ``..`` checks (plugins/module_utils/text_checks.py) to every option once, then
 the role's rules, and fails with every error at once. Nothing on a host is contacted.
 """
@@ -46,6 +47,26 @@ class ActionModule(ActionBase):  # type: ignore[misc]
     _VALID_ARGS = frozenset(("role", "entry"))
     _requires_connection = False
 
+    @staticmethod
+    def _group_facts(task_vars: dict[str, Any], wanted: dict[str, Any], errors: list[str]) -> dict[str, Any]:
+        """{group: {host: {name: value}}}: the ``GROUP_FACTS`` a role's rules read from other hosts (each
+        templated in its host's context by hostvars; a name a host lacks is absent)."""
+        found: dict[str, Any] = {}
+        hostvars = task_vars.get("hostvars") or {}
+        for group, names in wanted.items():
+            found[group] = {}
+            for host in (task_vars.get("groups") or {}).get(group, []):
+                if host not in hostvars:
+                    continue
+                for name in names:
+                    if name not in hostvars[host]:
+                        continue
+                    try:
+                        found[group].setdefault(host, {})[name] = hostvars[host][name]
+                    except AnsibleError as exc:
+                        errors.append(f"{name} of host {host} cannot be read: {exc.message}")
+        return found
+
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result: dict[str, Any] = super().run(tmp, task_vars)
         task_vars = task_vars or {}
@@ -64,6 +85,7 @@ class ActionModule(ActionBase):  # type: ignore[misc]
                 values[name] = self._templar.template(task_vars[name])
             except AnsibleError as exc:
                 errors.append(f"{name} cannot be read: {exc.message}")
+        values["group_facts"] = self._group_facts(task_vars, getattr(rules, "GROUP_FACTS", {}), errors)
         errors += text_errors({name: values.get(name, "") for name in names})
         if rules is not None:
             errors += rules.errors(values)

@@ -16,6 +16,9 @@ description:
     C(*_root), ...) - the one string rule, plugins/module_utils/text_checks.py.
   - Then applies the role's own rules, written in Python in
     C(plugins/plugin_utils/input_rules/<role>.py) (a role without that file has only the string rule).
+  - The rules may read facts besides the options (C(FACTS)) and names from the hosts of a group
+    (C(GROUP_FACTS), each templated in its host's context), e.g. the servers' measured start-up for
+    the router.
   - Fails with every error at once, each naming the variable, its value (never the value of a
     secret-named input) and what is allowed.
   - Each role's C(tasks/validate.yml) is this one task; the preflight role runs it for every role of

@@ -7,6 +7,8 @@ A rule module defines:
 
 - ``FACTS``: the names its rules read besides the options of the role's argument spec (entry point
   ``validate``), e.g. ``preflight_launch_spec`` (absent from the values when undefined);
+- ``GROUP_FACTS`` (optional): ``{group: (name, ...)}``, names read from every host of a group (e.g. the
+  servers' ``verify_baseline_records`` for the router), given as ``v["group_facts"][group][host][name]``;
 - ``errors(v)``: ``v`` maps each of those names to its templated value (an undefined name is absent);
   returns every error at once, each naming the variable, its value (never a secret's: the one
   secret-name rule) and what is allowed.
