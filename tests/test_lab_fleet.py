@@ -19,6 +19,7 @@ import yaml
 from sglang_deploy import commands_demo_fleet as fleet_demo
 from sglang_deploy import commands_status, commands_up, commands_verify
 from sglang_deploy.commands_demo import DESCRIPTION
+from sglang_deploy.commands_demo import run as demo_run
 from sglang_deploy.lab_fleet import Fleet, inventory_data, most_out_at_once, out_windows
 
 REPO = Path(__file__).resolve().parents[1]
@@ -220,3 +221,21 @@ def test_one_failed_request_makes_the_demo_unexpected(
     assert "  BAD roll " in out
     assert "1234 requests sent through the router, 1 failed" in out
     assert "lab demo: UNEXPECTED: roll" in out
+
+
+def test_the_fleet_demo_leaves_the_lab_host_alone(tmp_path: Path) -> None:
+    """`lab demo --fleet --name N` makes N-fleet-*, never the lab host N itself."""
+    args = argparse.Namespace(
+        verbose=0, progress="plain", name="lab", image="x", fleet=True, artifacts=tmp_path
+    )
+
+    def no_lab(*_a: Any, **_k: Any) -> None:
+        raise AssertionError("the lab host was touched")
+
+    with (
+        patch("sglang_deploy.commands_demo.Lab", no_lab),
+        patch.object(
+            fleet_demo.FleetDemo, "run", lambda self: 0 if self.out == tmp_path / "demo" / "lab-fleet" else 1
+        ),
+    ):
+        assert demo_run(args) == 0

@@ -321,9 +321,7 @@ class Demo(Steps):
 def run(args: argparse.Namespace) -> int:
     root = repo_root()
     artifacts = args.artifacts.expanduser().resolve() if args.artifacts else default_artifacts(root)
-    lab = Lab(root, name=args.name, image=args.image)
-    lab.create(log=lambda message: print(message, flush=True))
-    if args.fleet:
+    if args.fleet:  # the fleet's own containers; the lab host <name> is not touched
         from .commands_demo_fleet import FleetDemo  # noqa: PLC0415 (a module of its own, imports this one)
 
         return FleetDemo(args, root, artifacts / "demo" / f"{args.name}-fleet").run()

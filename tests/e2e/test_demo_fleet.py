@@ -84,6 +84,9 @@ def test_the_fleet_demo_rolls_without_a_failed_request(demo: dict[str, Any]) -> 
         # the shared release store: each replica's current in it
         assert lab_exec("readlink", "/opt/sglang/current", name=name).startswith("releases/")
     assert lab_exec("systemctl", "is-active", "sglang-router", name=ROUTER).strip() == "active"
+    names = subprocess.run(["docker", "ps", "-a", "--format", "{{.Names}}"], capture_output=True, text=True,
+                           check=True).stdout.split()  # fmt: skip
+    assert NAME not in names  # the fleet's own containers only: no lab host of the name
     assert sorted(mounts(PREFIX)) == sorted(n for n in present() if n.endswith(("-releases", "-locks")))
     report = (folder / "verify" / "report.md").read_text()
     assert "> **Test double, not SGLang**" in report, report[:2000]
