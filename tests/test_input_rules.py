@@ -41,7 +41,7 @@ def _defaults(role: str) -> dict[str, Any]:
         values.update(yaml.safe_load(path.read_text()) or {})
     values.update(yaml.safe_load((REPO / "roles" / role / "defaults" / "main.yml").read_text()) or {})
     ref = re.compile(r"\{\{ ([a-z_0-9]+) \}\}")
-    for _ in range(3):
+    for _round in range(3):
         for name, value in values.items():
             if not isinstance(value, str):
                 continue
