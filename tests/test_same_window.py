@@ -5,6 +5,7 @@ drifts under both arms, and the inputs it refuses. The t statistics are checked 
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 from modload import REPO, load_module
@@ -124,3 +125,53 @@ def test_what_it_cannot_judge_is_refused(
 ) -> None:
     with pytest.raises(PairError, match=message):
         decide(pairs, shortfall, max_pairs=max_pairs)
+
+
+def test_fail_power_is_the_noncentral_t_power_and_grows_with_pairs() -> None:
+    spread, shortfall, detect = 0.04, 0.05, 0.10
+    low, high = (same_window.fail_power(spread, n, shortfall, detect) for n in (3, 12))
+    assert 0.0 < low < high < 1.0
+    df, delta = 11, (math.log(0.9) - math.log(0.95)) / (spread / math.sqrt(12))
+    assert high == pytest.approx(stats.nct.cdf(-stats.t.ppf(0.95, df), df, delta))
+
+
+def test_fail_power_matches_the_rate_at_which_decide_fails_a_simulated_10_percent_regression() -> None:
+    rng = random.Random(7)
+    spread, n = 0.04, 8
+    fails = sum(
+        decide(
+            {1: pairs_from([math.log(0.9) + rng.gauss(0.0, spread) for _pair in range(n)])}, 0.05, max_pairs=n
+        ).decision
+        == "fail"
+        for _run in range(2000)
+    )
+    assert fails / 2000 == pytest.approx(same_window.fail_power(spread, n, 0.05, 0.10), abs=0.03)
+
+
+def test_calibrate_reports_spread_pairs_needed_and_a_measured_false_alarm_rate() -> None:
+    rng = random.Random(8)
+    quiet = [(100.0, 100.0 * math.exp(rng.gauss(0.0, 0.02))) for _pair in range(10)]
+    noisy = [(100.0, 100.0 * math.exp(rng.gauss(0.0, 0.12))) for _pair in range(10)]
+    [q, n] = same_window.calibrate({1: quiet, 16: noisy}, 0.05, detect=0.10, max_pairs=10, resamples=400)
+    assert q.level == 1
+    assert q.spread == pytest.approx(stats.tstd([math.log(b / a) for a, b in quiet]))
+    assert q.pairs_needed is not None
+    assert q.pairs_needed <= 5
+    assert q.power_at_cap > 0.99
+    assert q.false_alarm_rate <= 0.02  # an identical release at 2 % spread: the gate fails it (almost) never
+    assert n.pairs_needed is None  # 12 % paired spread: 10 pairs cannot catch 10 % with 95 % power
+    assert n.power_at_cap < 0.95
+
+
+def test_calibrate_counts_a_hosts_order_effect_as_false_alarms() -> None:
+    # the second arm always 6 % slower on this host (an order effect): an identical release then fails
+    biased = [(100.0, 94.0 * (1.0 + 0.002 * k)) for k in range(-4, 5)]
+    [level] = same_window.calibrate({4: biased}, 0.05, detect=0.10, max_pairs=6, resamples=200)
+    assert level.false_alarm_rate > 0.5
+
+
+def test_calibrate_refuses_what_it_cannot_judge() -> None:
+    with pytest.raises(PairError, match="shortfall < detect"):
+        same_window.calibrate({1: [(1.0, 1.0)] * 3}, 0.10, detect=0.05, max_pairs=5)
+    with pytest.raises(PairError, match="at least 3 needed"):
+        same_window.calibrate({1: [(1.0, 1.0)] * 2}, 0.05, detect=0.10, max_pairs=5)

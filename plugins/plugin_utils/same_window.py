@@ -22,6 +22,7 @@ the false discovery rate, not the family-wise error). Pure: no I/O.
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -156,3 +157,90 @@ def decide(
         else "pass"
     )  # fmt: skip
     return Verdict(decision=overall, levels=tuple(levels), shortfall=shortfall, alpha=alpha)
+
+
+@dataclass(frozen=True)
+class LevelCalibration:
+    """One level of an A/A calibration: the pairs, the paired spread (standard deviation of log(A2/A1)),
+    the pairs the rule needs to fail a ``detect`` regression with ``power`` (None: more than
+    ``max_pairs``), the power it has at ``max_pairs``, and the share of resampled A/A runs the rule
+    failed (the measured false-alarm rate of an identical release)."""
+
+    level: int
+    pairs: int
+    spread: float
+    pairs_needed: int | None
+    power_at_cap: float
+    false_alarm_rate: float
+
+
+def fail_power(spread: float, pairs: int, shortfall: float, detect: float, alpha: float = ALPHA) -> float:
+    """The probability that ``decide`` fails a level whose true ratio B/A is 1 - ``detect``, from
+    ``pairs`` pairs with paired spread ``spread`` (log scale): the paired t-test's power, from the
+    noncentral t distribution (scipy.stats.nct)."""
+    if SCIPY_ERROR is not None:
+        raise RuntimeError(f"the calibration needs scipy on the controller: {SCIPY_ERROR}")
+    if pairs < MIN_PAIRS or spread <= 0.0:
+        raise PairError(f"fail_power needs at least {MIN_PAIRS} pairs and a positive spread")
+    df = pairs - 1
+    noncentrality = (math.log(1.0 - detect) - math.log(1.0 - shortfall)) / (spread / math.sqrt(pairs))
+    return float(stats.nct.cdf(-float(stats.t.ppf(1.0 - alpha, df)), df, noncentrality))
+
+
+def calibrate(
+    pairs: Mapping[int, Sequence[tuple[float, float]]],
+    shortfall: float,
+    *,
+    detect: float,
+    max_pairs: int,
+    power: float = 0.95,
+    alpha: float = ALPHA,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> tuple[LevelCalibration, ...]:
+    """The A/A calibration: ``pairs`` are the serving release benchmarked against itself as both arms
+    ({level: [(A1, A2), ...]}). Per level, the paired spread, the repetitions the rule needs to fail a
+    ``detect`` regression (0.10 = 10 %) with ``power`` at the allowed ``shortfall``, and the measured
+    false-alarm rate: the share of ``resamples`` A/A runs of ``max_pairs`` pairs drawn with replacement
+    from the measured ones that ``decide`` failed (an identical release, judged as the gate judges). The
+    resampling keeps the measured pairs' own mean: an order effect of the host (the second arm always a
+    little faster or slower) is part of the rate, as it is part of every real pair."""
+    if SCIPY_ERROR is not None:
+        raise RuntimeError(f"the calibration needs scipy on the controller: {SCIPY_ERROR}")
+    if not 0.0 < shortfall < detect < 1.0:
+        raise PairError(f"need 0 < shortfall < detect < 1, got shortfall={shortfall!r}, detect={detect!r}")
+    rng = random.Random(seed)
+    out = []
+    for level, level_pairs in sorted(pairs.items()):
+        if len(level_pairs) < MIN_PAIRS:
+            raise PairError(f"level {level}: {len(level_pairs)} A/A pair(s), at least {MIN_PAIRS} needed")
+        diffs = log_ratios(level_pairs)
+        spread = max(float(stats.tstd(diffs)), 1e-6)
+        needed = next(
+            (
+                n
+                for n in range(MIN_PAIRS, max_pairs + 1)
+                if fail_power(spread, n, shortfall, detect, alpha) >= power
+            ),
+            None,
+        )
+        failed = 0
+        for _run in range(resamples):
+            drawn = [rng.choice(diffs) for _pair in range(max_pairs)]
+            failed += (
+                decide(
+                    {level: [(1.0, math.exp(d)) for d in drawn]}, shortfall, max_pairs=max_pairs, alpha=alpha
+                ).decision
+                == "fail"
+            )
+        out.append(
+            LevelCalibration(
+                level=level,
+                pairs=len(diffs),
+                spread=spread,
+                pairs_needed=needed,
+                power_at_cap=fail_power(spread, max_pairs, shortfall, detect, alpha),
+                false_alarm_rate=failed / resamples,
+            )
+        )
+    return tuple(out)
