@@ -34,6 +34,15 @@ MIGRATED = (
 )
 
 
+def _spec_values(role: str, defaults: dict[str, Any]) -> dict[str, Any]:
+    """The role's validate inputs that have a plain default (no template left in it)."""
+    return {
+        k: defaults[k]
+        for k in validate_inputs.spec_inputs(role)
+        if k in defaults and "{{" not in str(defaults[k])
+    }
+
+
 def _defaults(role: str) -> dict[str, Any]:
     """The manifest and the role's defaults, plain references ("{{ name }}", "x{{ name }}y") resolved."""
     values: dict[str, Any] = {}
@@ -57,7 +66,7 @@ def _defaults(role: str) -> dict[str, Any]:
 
 def _nccl(**over: Any) -> dict[str, Any]:
     d = _defaults("nccl_env")
-    v = {k: d[k] for k in validate_inputs.spec_inputs("nccl_env") if k in d and "{{" not in str(d[k])}
+    v = _spec_values("nccl_env", d)
     v.update(
         nccl_env_profile="auto",
         nccl_env_profiles_allowed=["auto", "pcie", "nvlink", "none", "tuned"],
@@ -167,7 +176,7 @@ def test_every_rule_module_is_a_role_with_a_validate_entry_point() -> None:
 
 def _service(**over: Any) -> dict[str, Any]:
     d = _defaults("sglang_service")
-    v = {k: d[k] for k in validate_inputs.spec_inputs("sglang_service") if k in d and "{{" not in str(d[k])}
+    v = _spec_values("sglang_service", d)
     v.update(sglang_service_cuda_home="/usr/local/cuda", sglang_service_path_dirs=["/usr/local/cuda/bin"])
     v.update(over)
     return v
@@ -200,7 +209,7 @@ def test_sglang_service_bad_inputs_are_named(over: dict[str, Any], expected: str
 
 def _toolkit(**over: Any) -> dict[str, Any]:
     d = _defaults("cuda_toolkit")
-    v = {k: d[k] for k in validate_inputs.spec_inputs("cuda_toolkit") if k in d and "{{" not in str(d[k])}
+    v = _spec_values("cuda_toolkit", d)
     version = d["sglang_cuda_version"]
     v.update(
         cuda_toolkit_expected_version=version,

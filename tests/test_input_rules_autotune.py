@@ -7,7 +7,7 @@ import importlib
 from typing import Any
 
 import pytest
-from test_input_rules import _defaults, validate_inputs
+from test_input_rules import _defaults, _spec_values
 
 autotune = importlib.import_module(
     "ansible_collections.sglang.deploy.plugins.plugin_utils.input_rules.autotune"
@@ -16,7 +16,7 @@ autotune = importlib.import_module(
 
 def _autotune(**over: Any) -> dict[str, Any]:
     d = _defaults("autotune")
-    v = {k: d[k] for k in validate_inputs.spec_inputs("autotune") if k in d and "{{" not in str(d[k])}
+    v = _spec_values("autotune", d)
     v.update(
         autotune_python="/opt/sglang/current/venv/bin/python",
         autotune_record_dir="/srv/inventory/host_vars/h1",

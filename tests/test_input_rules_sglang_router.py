@@ -7,7 +7,7 @@ import importlib
 from typing import Any
 
 import pytest
-from test_input_rules import _defaults, validate_inputs
+from test_input_rules import _defaults, _spec_values
 
 router = importlib.import_module(
     "ansible_collections.sglang.deploy.plugins.plugin_utils.input_rules.sglang_router"
@@ -18,7 +18,7 @@ ADMIN = "AdminKey-0123456789-xyz"
 
 def _router(**over: Any) -> dict[str, Any]:
     d = _defaults("sglang_router")
-    v = {k: d[k] for k in validate_inputs.spec_inputs("sglang_router") if k in d and "{{" not in str(d[k])}
+    v = _spec_values("sglang_router", d)
     v.update(
         sglang_router_api_key=CLIENT,
         sglang_router_admin_api_key=ADMIN,

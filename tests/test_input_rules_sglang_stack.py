@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from modload import REPO
-from test_input_rules import _defaults, validate_inputs
+from test_input_rules import _defaults, _spec_values
 
 stack = importlib.import_module(
     "ansible_collections.sglang.deploy.plugins.plugin_utils.input_rules.sglang_stack"
@@ -19,7 +19,7 @@ GIT = "a" * 40
 
 def _stack(**over: Any) -> dict[str, Any]:
     d = _defaults("sglang_stack")
-    v = {k: d[k] for k in validate_inputs.spec_inputs("sglang_stack") if k in d and "{{" not in str(d[k])}
+    v = _spec_values("sglang_stack", d)
     v.update(
         sglang_stack_root="/opt/sglang",
         sglang_stack_locks_dir="/opt/sglang/locks",

@@ -7,14 +7,14 @@ import importlib
 from typing import Any
 
 import pytest
-from test_input_rules import _defaults, validate_inputs
+from test_input_rules import _defaults, _spec_values
 
 verify = importlib.import_module("ansible_collections.sglang.deploy.plugins.plugin_utils.input_rules.verify")
 
 
 def _verify(**over: Any) -> dict[str, Any]:
     d = _defaults("verify")
-    v = {k: d[k] for k in validate_inputs.spec_inputs("verify") if k in d and "{{" not in str(d[k])}
+    v = _spec_values("verify", d)
     v.update(
         verify_python="/opt/sglang/current/venv/bin/python",
         verify_nccl_env_file="/etc/sglang/nccl.env",
