@@ -89,18 +89,18 @@ def test_same_nvcc_build_other_release_accepted_unless_exact_required() -> None:
     ("extra", "names"),
     [
         (["cuda_toolkit_method=yum"], ["cuda_toolkit_method", "yum", "auto, apt, wheel, existing"]),
-        (["cuda_toolkit_expected_version=13.0"], ["cuda_toolkit_expected_version=13.0", "X.Y.Z"]),
+        (["cuda_toolkit_expected_version=13.0"], ['cuda_toolkit_expected_version="13.0" is not valid', "X.Y.Z"]),
         (
             ["sglang_cuda_version=13.0.1rc1"],
-            ["cuda_toolkit_expected_version=13.0.1rc1", "sglang_cuda_version"],
+            ['cuda_toolkit_expected_version="13.0.1rc1" is not valid', "sglang_cuda_version"],
         ),
         (
             ["cuda_toolkit_method=wheel", "cuda_toolkit_prefix=opt/cuda"],
-            ["cuda_toolkit_prefix='opt/cuda' is not an absolute path"],
+            ['cuda_toolkit_prefix="opt/cuda" is not valid: allowed a path starting with /'],
         ),
         (
             ["cuda_toolkit_method=wheel", "cuda_toolkit_wheelhouse=wheels"],
-            ["cuda_toolkit_wheelhouse='wheels' is not an absolute path"],
+            ['cuda_toolkit_wheelhouse="wheels" is not valid: allowed a path starting with /'],
         ),
         (["cuda_toolkit_gpu_check=maybe"], ["cuda_toolkit_gpu_check", "auto, required, skip"]),
     ],
