@@ -275,3 +275,12 @@ def test_group_facts_are_read_from_the_hosts_of_the_group() -> None:
     assert found == {"sglang_servers": {"s1": {"verify_baseline_records": {"a": {"startup_s": 5}}}}}
     assert errors == []
     assert validate_inputs.ActionModule._group_facts({}, wanted, errors) == {"sglang_servers": {}}
+
+
+def test_cuda_toolkits_summary_says_what_the_driver_gate_judged() -> None:
+    rules = importlib.import_module(_FQCN + "plugin_utils.input_rules.cuda_toolkit")
+    base = {"__cuda_toolkit_method": "existing", "__cuda_toolkit_home": "/usr/local/cuda-13.0"}
+    known = rules.summary({**base, "preflight_driver_branch": "580", "preflight_gpu_count": 8})
+    assert known == "driver gate: branch 580, method existing, toolkit home /usr/local/cuda-13.0"
+    unknown = rules.summary({**base, "preflight_driver_branch": "580", "preflight_gpu_count": 0})
+    assert unknown.startswith("driver gate: driver unknown (no preflight facts / no GPU), method existing")

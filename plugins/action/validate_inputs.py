@@ -92,4 +92,7 @@ class ActionModule(ActionBase):  # type: ignore[misc]
         result.update(changed=False, role=role, checked=len(names))
         if errors:
             result.update(failed=True, errors=errors, msg=f"{role}: invalid input: {' | '.join(errors)}")
+        elif rules is not None and hasattr(rules, "summary"):
+            # what the inputs decided, printed like an assert's success_msg (without -v too)
+            result.update(msg=rules.summary(values), _ansible_verbose_always=True)
         return result

@@ -52,6 +52,13 @@ checked:
   returned: always
   type: int
   sample: 14
+msg:
+  description: >-
+    When the inputs hold and the role's rules define a summary, what the inputs decided (printed
+    without -v); when they do not, every error in one line.
+  returned: failed, or success with a summary
+  type: str
+  sample: "driver gate: branch 580, method existing, toolkit home /usr/local/cuda-13.0"
 errors:
   description: Every error found (the task fails when there is one).
   returned: failed

@@ -11,7 +11,9 @@ A rule module defines:
   servers' ``verify_baseline_records`` for the router), given as ``v["group_facts"][group][host][name]``;
 - ``errors(v)``: ``v`` maps each of those names to its templated value (an undefined name is absent);
   returns every error at once, each naming the variable, its value (never a secret's: the one
-  secret-name rule) and what is allowed.
+  secret-name rule) and what is allowed;
+- ``summary(v)`` (optional): the line the task prints when the inputs hold (what they decided, e.g.
+  cuda_toolkit's driver gate), shown without ``-v`` like an assert's ``success_msg``.
 
 The control-character and ``..`` checks (plugins/module_utils/text_checks.py) run over every option
 of the spec in the action, once, before these rules. Pure Python on the controller (no Ansible

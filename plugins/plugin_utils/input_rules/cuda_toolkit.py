@@ -17,6 +17,7 @@ from ansible_collections.sglang.deploy.plugins.plugin_utils.input_rules import E
 # the method as vars/main.yml resolves it (needs the OS facts: tasks/validate.yml gathers them)
 FACTS = (
     "__cuda_toolkit_method",
+    "__cuda_toolkit_home",
     "preflight_driver_branch",
     "preflight_gpu_count",
     "preflight_cuda_driver_ok",
@@ -74,13 +75,19 @@ def _paths(v: Mapping[str, Any], errors: Errors) -> None:
         )
 
 
-def _driver(v: Mapping[str, Any], errors: Errors) -> None:
+def _known_branch(v: Mapping[str, Any]) -> bool:
+    """preflight reported a driver branch of a host with GPUs (else the gate has nothing to judge)."""
     branch = v.get("preflight_driver_branch")
-    known = (
+    return (
         full(r"[0-9]+", str(branch))
         and branch is not None
         and (as_int(v.get("preflight_gpu_count", 1)) or 0) > 0
     )
+
+
+def _driver(v: Mapping[str, Any], errors: Errors) -> None:
+    branch = v.get("preflight_driver_branch")
+    known = _known_branch(v)
     minimum = as_int(v.get("sglang_driver_min_branch")) or 0
     if not known or as_bool(v.get("cuda_toolkit_allow_driver_mismatch")):
         return
@@ -153,3 +160,14 @@ def errors(v: Mapping[str, Any]) -> list[str]:
     _driver(v, errs)
     _supply(v, errs)
     return [str(e) for e in errs]
+
+
+def summary(v: Mapping[str, Any]) -> str:
+    """The line the check prints when the inputs hold: what the driver gate judged, the method, the home."""
+    gate = (
+        f"branch {v.get('preflight_driver_branch')}"
+        if _known_branch(v)
+        else "driver unknown (no preflight facts / no GPU)"
+    )
+    method, home = v.get("__cuda_toolkit_method"), v.get("__cuda_toolkit_home")
+    return f"driver gate: {gate}, method {method}, toolkit home {home}"
