@@ -102,7 +102,7 @@ TAMPERS: dict[str, tuple[str, str, str]] = {
     "current_points_at_wrong_dir": (
         "mkdir -p /opt/sglang/wrong && ln -sfnT /opt/sglang/wrong /opt/sglang/current.tmp"
         " && mv -T /opt/sglang/current.tmp /opt/sglang/current",
-        "sglang_stack : Switch current atomically (temporary link + rename(2) over the old link)",
+        "sglang_stack : Apply the stack's run state (the launch record and its link, current)",
         "",
     ),
     "nvcc_deleted_from_toolkit": (
