@@ -31,6 +31,19 @@ def test_current_is_a_relative_link_to_a_complete_release(host: Any) -> None:
     assert not host.file(f"{ROOT}/.current.new").exists
 
 
+def test_launch_check_is_the_json_record_of_the_checked_argv(host: Any) -> None:
+    # launch-check.json -> the record of the argv SGLang's parser checked, one JSON document (a folded
+    # Jinja '\n' once left a literal backslash-n after it, which json.loads refuses)
+    link = host.file(f"{CURRENT}/launch-check.json")
+    assert link.is_symlink
+    assert link.linked_to.rsplit("/", 1)[1].startswith(".launch-ok-")
+    text = host.file(f"{CURRENT}/launch-check.json").content_string
+    assert text.endswith("}\n")
+    record = json.loads(text)
+    assert record["parser"] == "sglang.srt.server_args.ServerArgs.add_cli_args + parse_args"
+    assert record["argv"][-len(record["server_args"]) :] == record["server_args"]
+
+
 def test_installed_versions(host: Any) -> None:
     script = (
         "import importlib.metadata as m, json; "
