@@ -89,7 +89,10 @@ def test_same_nvcc_build_other_release_accepted_unless_exact_required() -> None:
     ("extra", "names"),
     [
         (["cuda_toolkit_method=yum"], ["cuda_toolkit_method", "yum", "auto, apt, wheel, existing"]),
-        (["cuda_toolkit_expected_version=13.0"], ['cuda_toolkit_expected_version="13.0" is not valid', "X.Y.Z"]),
+        (
+            ["cuda_toolkit_expected_version=13.0"],
+            ['cuda_toolkit_expected_version="13.0" is not valid', "X.Y.Z"],
+        ),
         (
             ["sglang_cuda_version=13.0.1rc1"],
             ['cuda_toolkit_expected_version="13.0.1rc1" is not valid', "sglang_cuda_version"],
