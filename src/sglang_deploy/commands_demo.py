@@ -172,6 +172,12 @@ class Steps:
             print(f"  {'ok ' if s.ok else 'BAD'} {s.title:<26} {s.seconds:6.0f} s  {s.got}")
         return total / 60
 
+    def print_paths(self) -> None:
+        """The summary's tail: the files to open and the status command."""
+        for name, path in self.paths.items():
+            print(f"  {name}: {path}")
+        print(f"  status: sglang-deploy status -i {self.inventory}")
+
 
 @dataclass
 class Demo(Steps):
@@ -310,9 +316,7 @@ class Demo(Steps):
                 "caught a 30 % regression and the last good state came back."
             )
         print(f"  took {minutes:.1f} min")
-        for name, path in self.paths.items():
-            print(f"  {name}: {path}")
-        print(f"  status: sglang-deploy status -i {self.inventory}")
+        self.print_paths()
         print("  `make up` puts the lab host back to the plain deployment (the unit installed, not started)")
         print(f"lab demo: {'done, as expected' if ok else 'UNEXPECTED: ' + self.steps[-1].title}", flush=True)
         return 0 if ok else 1

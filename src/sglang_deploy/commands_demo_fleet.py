@@ -301,9 +301,7 @@ class FleetDemo(Steps):
                 "restarted, verified and readmitted, and no request through the router failed."
             )
         print(f"  took {minutes:.1f} min (setup {setup / 60:.1f} min)")
-        for name, path in self.paths.items():
-            print(f"  {name}: {path}")
-        print(f"  status: sglang-deploy status -i {self.inventory}")
+        self.print_paths()
         print(f"  remove the fleet: sglang-deploy lab destroy --fleet --name {self.args.name} (make down)")
         print(f"lab demo: {'done, as expected' if ok else 'UNEXPECTED: ' + self.steps[-1].title}", flush=True)
         return 0 if ok else 1
