@@ -13,7 +13,9 @@ SPEC: {"base_url", "levels": [1, 30, ...], "num_prompts": n or {"C": n}, "repeti
        "warmup", "output_len", "input_len",
        "dataset": "coding" | "random" | "random-ids", "prompts": path of the shipped JSONL prompts,
        "model": model path, "tokenizer": tokenizer path, "served_name", "workdir", "logdir",
-       "timeout_s", "seed", "trust_remote_code": bool (sglang_trust_remote_code; default false)}
+       "timeout_s", "seed", "trust_remote_code": bool (sglang_trust_remote_code; default false),
+       "order": optional [[level, rep(, prompts)], ...]: exactly these runs in this order (the same-window
+       pair's seeded random order; a third value is that run's prompts, e.g. the capacity probe)}
 Repetitions run in rounds (every level once, then every level again, ...), so a slow drift of the host
 spreads over all levels instead of biasing one; each (level, repetition) has its own JSONL and log.
 The API key comes on stdin as one JSON document ``{"api_key": "<key>" | null}`` (the task's
@@ -232,13 +234,14 @@ def main() -> int:
     logdir = Path(spec["logdir"])
     logdir.mkdir(parents=True, exist_ok=True)
     dataset_path = workdir / "coding-sharegpt.json"
-    most = max(level_prompts(spec, int(level)) for level in spec["levels"])
-    n_prompts = sharegpt_dataset(Path(spec["prompts"]), dataset_path, most)
     repetitions = max(1, int(spec.get("repetitions", 1)))
+    order = spec.get("order") or [[int(lv), rep] for rep in range(repetitions) for lv in spec["levels"]]
+    runs = [(dict(spec, num_prompts=int(item[2])) if len(item) > 2 else spec, item) for item in order]
+    most = max(level_prompts(run_spec, int(item[0])) for run_spec, item in runs)
+    n_prompts = sharegpt_dataset(Path(spec["prompts"]), dataset_path, most)
     levels = [
-        run_level(spec, int(level), dataset_path, logdir, key, rep=rep)
-        for rep in range(repetitions)
-        for level in spec["levels"]
+        run_level(run_spec, int(item[0]), dataset_path, logdir, key, rep=int(item[1]))
+        for run_spec, item in runs
     ]
     leaks = []
     for path in sorted(logdir.iterdir()):
