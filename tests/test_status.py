@@ -15,6 +15,7 @@ import pytest
 from modload import REPO, load_module
 
 from sglang_deploy import commands_status as cs
+from sglang_deploy import host_history
 from sglang_deploy.cli import build_parser
 from sglang_deploy.runner import RunResult
 
@@ -323,3 +324,32 @@ def test_run_exit_codes_and_json(
     capsys.readouterr()
     # no server answered at all: not healthy
     assert cs.run(fake_run(monkeypatch, tmp_path, {})) == 7
+
+
+def test_a_history_change_point_is_printed_and_in_the_json_but_never_the_exit_status(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    history = tmp_path / host_history.HISTORY_DIR
+    levels = [1000.0, 1008.0, 995.0, 1004.0, 998.0, 1006.0, 850.0, 858.0, 846.0, 853.0, 849.0, 855.0]
+    for index, value in enumerate(levels):
+        doc = {
+            "generated_at": f"2026-11-{index + 1:02d}T00:00:00Z",
+            "release_id": "r1",
+            "results": {
+                "bench": {"levels": [{"level": 16, "output_tps": value}]},
+                "gate": {"status": "passed"},
+            },
+        }
+        host_history.record_runs(history, {"s1": doc}, f"run-{index}")
+    healthy = stats({"s1": server(0), "s2": server(1, ip="10.0.0.2")}, {"r1": router(two_workers())})
+    assert cs.run(fake_run(monkeypatch, tmp_path, healthy)) == 0
+    doc = json.loads(capsys.readouterr().out)
+    [line] = doc["history_alarms"]["s1"]
+    assert line.startswith("output_tps@16: -1")
+    assert "from 2026-11-07T00:00:00Z on" in line
+    assert "s2" not in doc["history_alarms"]
+    args = fake_run(monkeypatch, tmp_path, healthy)
+    args.json = False
+    assert cs.run(args) == 0
+    text = capsys.readouterr().out
+    assert f"s1: HISTORY ALARM (verify runs, {history}): output_tps@16: -1" in text

@@ -6,7 +6,9 @@ row per replica (or one JSON document) and writes the Prometheus file_sd scrape-
 inventory names (`sglang_prometheus_targets_file`).
 
 Exit status: the playbook's when it failed (2 a failed host, 4 unreachable, ...), else 0 when every
-replica is healthy and in every router, else STATUS_DOWN_RC (7)."""
+replica is healthy and in every router, else STATUS_DOWN_RC (7). A change point in a host's history of
+gated verify runs (host_history.py) is printed as a HISTORY ALARM line and is in the JSON
+(``history_alarms``); it is for a person to look at and never changes the exit status."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from typing import IO, Any
 from rich.console import Console
 from rich.table import Table
 
+from . import host_history
 from .commands_run import BAD_INPUT_RC, execute, make_request, out_stream, print_json, run_paths
 
 PLAYBOOK = "playbooks/status.yml"
@@ -391,6 +394,8 @@ def run(args: argparse.Namespace) -> int:
         write_targets(path, scrape_targets(replicas, routers))
         targets_file = str(path)
     routers_down = [name for name, info in routers.items() if info["workers"] is None]
+    history_dir = request.artifacts_dir / host_history.HISTORY_DIR
+    history_alarms = host_history.status_lines(history_dir, (h.host for r in replicas for h in r.hosts))
     rc = result.rc
     if rc == 0 and (not replicas or any(not r.healthy for r in replicas) or routers_down):
         rc = STATUS_DOWN_RC
@@ -408,11 +413,15 @@ def run(args: argparse.Namespace) -> int:
                     for name, info in routers.items()
                 },
                 "targets_file": targets_file,
+                "history_alarms": history_alarms,
                 **run_paths(result),
             }
         )
     else:
         render_table(replicas, routers, stream)
+        for host, lines in history_alarms.items():
+            for line in lines:
+                print(f"{host}: HISTORY ALARM (verify runs, {history_dir}): {line}", file=stream)
         if targets_file:
             print(f"scrape targets: {targets_file}", file=stream)
         if rc == STATUS_DOWN_RC:

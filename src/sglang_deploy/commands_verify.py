@@ -8,10 +8,11 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+from . import host_history
 from .commands_run import BAD_INPUT_RC, execute, make_request, out_stream, print_json, run_paths
 from .report import ungated_hosts, verdict_rc
 from .runner import new_ident
-from .verify_report import build_report
+from .verify_report import build_report, collect
 
 PLAYBOOK = "playbooks/verify.yml"
 
@@ -44,7 +45,11 @@ def run(args: argparse.Namespace) -> int:
         "inventory": str(request.inventory),
         "rc": rc,
         "finished": summary.get("finished", ""),
+        "history_dir": str(request.artifacts_dir / host_history.HISTORY_DIR),
     }
+    # every gated run's figures into the host's history (the alarm that status and the report show)
+    found = {name: entry.data for name, entry in collect(fetch_dir).items()}
+    host_history.record_runs(Path(meta["history_dir"]), found, ident)
     built = build_report(fetch_dir, out_dir, meta, sorted(summary.get("hosts", {})), failed)
     if args.json:
         ungated = ungated_hosts(summary)

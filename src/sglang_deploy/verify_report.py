@@ -15,6 +15,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
+from .host_history import report_section
 from .redact import Redactor
 
 RESULTS_NAME = "verify-results.json"
@@ -292,6 +293,7 @@ def render_markdown(
         lines += [f"## {name}", "", f"No verify-results.json was fetched: {why}", ""]
     for name, entry in sorted(hosts.items()):
         lines += _host_section(entry, charts.get(name), base)
+    lines += report_section(hosts, meta.get("history_dir"))
     return Redactor()("\n".join(lines).rstrip() + "\n")
 
 
