@@ -399,3 +399,19 @@ def test_up_closing_without_facts_says_so() -> None:
     assert up_closing({"deployed": {}}, "inv.yml") == [
         ("deployed: the run reported no deployment facts (see summary.json)", "bold")
     ]
+
+
+def test_an_inconclusive_verdict_is_its_own_exit_code() -> None:
+    """verify's inconclusive verdict (the same-window pair at its cap; the play fails it) exits
+    INCONCLUSIVE_RC when every failed host is an inconclusive one, and never 0."""
+    from sglang_deploy.report import INCONCLUSIVE_RC  # noqa: PLC0415
+
+    summary: dict[str, Any] = {
+        "stats_data": {"verify_verdicts": {"a": "inconclusive", "b": "passed"}},
+        "hosts": {"a": {"failed": 1, "unreachable": 0}, "b": {"failed": 0, "unreachable": 0}},
+    }
+    assert verdict_rc(2, summary) == INCONCLUSIVE_RC == 7
+    assert verdict_rc(0, summary) == INCONCLUSIVE_RC
+    other = {**summary, "hosts": {**summary["hosts"], "b": {"failed": 1, "unreachable": 0}}}
+    assert verdict_rc(2, other) == 2  # another host failed for another reason
+    assert verdict_rc(4, summary) == 4

@@ -17,6 +17,9 @@ SCHEMA_VERSION = 1
 # "ungated": its benchmark had no comparable baseline and none was recorded (verify_record_baseline
 # false, verify_require_gate false). Never 0: an ungated run is not a passed one.
 UNGATED_RC = 6
+# ... and when a host's verdict is "inconclusive" (the same-window pair neither passed nor failed at its
+# cap of repetitions; issue 34) and the run failed on nothing else: never 0, and distinct from a failure.
+INCONCLUSIVE_RC = 7
 MAX_MESSAGE = 4000
 NO_ROLE = "(play)"
 OUTPUT_TAIL = 30
@@ -275,8 +278,28 @@ def ungated_hosts(summary: dict[str, Any]) -> list[str]:
     return sorted(str(host) for host, status in verdicts.items() if status == "ungated")
 
 
+def inconclusive_hosts(summary: dict[str, Any]) -> list[str]:
+    """Hosts whose verify verdict is ``inconclusive`` (the same-window pair at its cap)."""
+    verdicts = (summary.get("stats_data") or {}).get("verify_verdicts") or {}
+    if not isinstance(verdicts, dict):
+        return []
+    return sorted(str(host) for host, status in verdicts.items() if status == "inconclusive")
+
+
 def verdict_rc(rc: int, summary: dict[str, Any]) -> int:
-    """ansible-playbook's status, or UNGATED_RC when it was 0 and a host's verdict is ungated."""
+    """ansible-playbook's status; INCONCLUSIVE_RC when every host that failed (the play fails an
+    inconclusive verdict) has an inconclusive verdict and none is unreachable; UNGATED_RC when it was 0
+    and a host's verdict is ungated."""
+    inconclusive = inconclusive_hosts(summary)
+    if inconclusive and rc in (0, 2):
+        hosts = summary.get("hosts") or {}
+        failing = {
+            str(host)
+            for host, counts in hosts.items()
+            if isinstance(counts, dict) and (counts.get("failed") or counts.get("unreachable"))
+        }
+        if failing <= set(inconclusive):
+            return INCONCLUSIVE_RC
     return UNGATED_RC if rc == 0 and ungated_hosts(summary) else rc
 
 
