@@ -1,5 +1,13 @@
 """End-to-end tests need dockerd, the lab image and minutes: they run only with --run-e2e
-(scripts/test e2e runs `pytest -q tests/e2e --run-e2e`); plain `pytest tests` skips them, saying why."""
+(scripts/test e2e runs them with pytest-xdist: `-n 2 --dist loadgroup`); plain `pytest tests` skips them,
+saying why.
+
+Each test is in one xdist group (pytest_collection_modifyitems): the tests of one lab host or fleet run
+on one worker, in one session, so its session or module fixture (the container, its converge, the
+fleet's replica image) is made once and never by two workers at once: "lab" (the `lab` fixture's
+sglang-lab, or SGLANG_E2E_LAB's host), "fleet" (the fleet_lab tests: one replica image for
+test_roll_lab.py and test_status_lab.py), and every other file its own group (its module fixtures'
+containers)."""
 
 from __future__ import annotations
 
@@ -8,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _pytest.nodeid import NodeId
 from e2e_lab import INSTALLED_CALLBACKS, LAB_HOST, LAB_OVERRIDDEN, cli, lab_inventory, playbook, summary
 from fleet_lab import KEEP_ENV, build_replica_image, remove_replica_image, replica_image_from_env
 
@@ -31,7 +40,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         default=False,
         help="also run the fleet tests (a router and replica containers made from one converged replica "
-        "image: ~15 GB of disk, about 45 min on a loaded 2-CPU machine; scripts/test e2e does NOT pass it)",
+        "image: ~15 GB of disk; scripts/test e2e passes it: their xdist group 'fleet' makes the image once)",
     )
     parser.addoption(
         "--run-demo-lab",
@@ -78,7 +87,44 @@ def _skip_unless(config: pytest.Config, items: list[pytest.Item], option: str, m
             item.add_marker(skip)
 
 
+LAB_FIXTURES = frozenset({"lab", "converged_lab"})
+
+
+def xdist_group(item: pytest.Item) -> str:
+    """The group of an e2e test (the module docstring): the lab host's, the fleet's, else its file's."""
+    if LAB_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+        return "lab"
+    if item.get_closest_marker("fleet_lab") is not None:
+        return "fleet"
+    return item.path.stem
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    # here, before any pytest_collection_modifyitems: pytest-xdist's reads the marks (--dist loadgroup)
+    if item.get_closest_marker("e2e") is not None:
+        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
+
+
+def group_in_nodeid(item: pytest.Item) -> None:
+    """pytest-xdist 3.8.0 (the newest) tells its loadgroup scheduler a test's group by appending
+    ``@<group>`` to the test's node id through the old ``_nodeid`` field, which pytest 9.2's structured
+    node ids no longer read: every group would silently be spread over the workers
+    (pytest-dev/pytest-xdist#1386, open). The same suffix on the structured id, unless xdist's took."""
+    names = {
+        str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+        for m in item.iter_markers("xdist_group")
+    }
+    suffix = "@" + "_".join(sorted(names))
+    if names and not item.nodeid.endswith(suffix):
+        item._id = NodeId.parse(item.nodeid + suffix)
+
+
+# last: after pytest-xdist's own hook (group_in_nodeid sees whether its suffix took effect)
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if getattr(config.option, "loadgroup", False):  # an xdist worker of --dist loadgroup
+        for item in items:
+            group_in_nodeid(item)
     _skip_unless(
         config, items, "--run-verify-lab", "verify_lab",
         "layers 5-9 and the preset sweep against the protocol double (~17 min, 2 CPUs): run with "
@@ -86,8 +132,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     )  # fmt: skip
     _skip_unless(
         config, items, "--run-fleet-lab", "fleet_lab",
-        "a router and replica containers from one converged replica image (~15 GB, about 45 min "
-        "on a loaded 2-CPU machine): run with `pytest tests/e2e --run-e2e --run-fleet-lab`",
+        "a router and replica containers from one converged replica image (~15 GB): run with "
+        "`pytest tests/e2e --run-e2e --run-fleet-lab` (scripts/test e2e passes it)",
     )  # fmt: skip
     # A third converged lab host beside the two of scripts/test's e2e lanes (~12 GB of disk each) and 15
     # more minutes on the longest lane; its gate compares windows minutes apart, which a loaded machine
