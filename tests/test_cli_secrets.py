@@ -511,3 +511,32 @@ def test_the_cli_and_the_collection_share_one_secret_name_rule() -> None:
     assert SECRET_NAME.pattern == rule.SECRET_NAME.pattern
     assert MASK == rule.MASK == host_lock.MASK
     assert host_lock.scrub_command(["ansible_ssh_pass=x1234567"]) == [f"ansible_ssh_pass={MASK}"]
+
+
+def test_the_benchmarks_background_run_and_progress_poll_keep_the_key_out(tmp_path: Path) -> None:
+    """verify's benchmark path (roles/verify/tasks/bench_exec.yml without the sandbox:
+    tests/data/runner_project/bench_progress.yml): the key in a 0600 file the real runner reads and
+    removes, the runner in the background (async: its module arguments and job record hold no key),
+    its progress polled and shown. No piece of the key in the artifacts, the printed lines or the
+    async job record; the progress lines were shown."""
+    (tmp_path / "tmp").mkdir()
+    key = make_key()
+    artifacts = tmp_path / "artifacts"
+    async_dir = tmp_path / "async"
+    argv = [str(EXE), "up", "-v", "-i", str(PROJECT / "inventory.yml"), "--artifacts", str(artifacts),
+            "--playbook", str(PROJECT.relative_to(REPO) / "bench_progress.yml"),
+            "-e", f"sglang_api_key={key}", "-e", "demo_keep_job=true"]  # fmt: skip
+    env = cli_env(tmp_path, ANSIBLE_ASYNC_DIR=str(async_dir))
+    proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, check=False, timeout=300)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-4000:]
+    assert "progress    localhost  benchmark: level " in output  # a poll saw the runner at work
+    [job] = [p for p in async_dir.iterdir() if p.is_file() and p.name.startswith("j")]
+    record = json.loads(job.read_text())
+    assert '"auth": true' in record["stdout"]  # the runner had the key (from the file)
+    # the job record keeps the module arguments: the runner's argv with the key file's path only
+    assert "key.json" in json.dumps(record["invocation"]["module_args"])
+    assert_no_fragment(artifacts, output, key)
+    text = job.read_text()
+    for piece in fragments(key):
+        assert piece not in text, piece

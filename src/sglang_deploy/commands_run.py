@@ -104,7 +104,7 @@ def execute(request: RunRequest, args: argparse.Namespace, title: str) -> RunRes
         tags=request.tags,
         skip_tags=request.skip_tags,
     )
-    progress = Progress(stream, live=live, verbose=args.verbose > 0, previous=previous)
+    progress = Progress(stream, live=live, verbose=args.verbose > 0, previous=previous, stage=title)
     print(f"sglang-deploy {title}: {request.playbook} on {request.inventory}", file=stream, flush=True)
     progress.__enter__()
     try:

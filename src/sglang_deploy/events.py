@@ -5,6 +5,9 @@ kept only as `ItemChanged` (a changed item of a no_log loop, see `censored_chang
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 import re
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -108,7 +111,20 @@ class ItemChanged:
     task_uuid: str
 
 
-Event = PlayStart | TaskStart | HostStart | HostResult | ItemChanged | Stats | Output
+@dataclass(frozen=True)
+class StepProgress:
+    """How far a long task is, from one retry of an `until` loop (runner_retry): the progress record
+    a poll read (verify's benchmark: "benchmark: level 3 of 5 (C=30), rep 2 of 3"), else the
+    attempt ("attempt 4 of 60")."""
+
+    host: str
+    task_uuid: str
+    text: str
+    attempt_only: bool = False  # no progress record: only the attempt count (not a plain line)
+    created: datetime | None = None
+
+
+Event = PlayStart | TaskStart | HostStart | HostResult | ItemChanged | Stats | Output | StepProgress
 OUTPUT_EVENTS = ("verbose", "error", "warning", "deprecated", "debug", "system_warning")
 
 
@@ -243,6 +259,65 @@ def _stats(data: dict[str, Any]) -> Stats:
     return Stats(hosts=hosts, custom=custom if isinstance(custom, dict) else {})
 
 
+PROGRESS_KIND = "sglang-deploy-progress"  # roles/verify/files/verify_bench.py's progress record
+_PROGRESS_WHAT = frozenset({"benchmark"})
+
+
+def _count(doc: dict[str, Any], key: str) -> int | None:
+    value = doc.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 10**7 else None
+
+
+def progress_text(doc: dict[str, Any]) -> str:
+    """The line of a progress record (only its known fields, numbers only: host text is data)."""
+    what = doc.get("what") if doc.get("what") in _PROGRESS_WHAT else "step"
+    state = doc.get("state")
+    run, runs, level = _count(doc, "run"), _count(doc, "runs"), _count(doc, "level")
+    if state in ("done", "failed", "starting"):
+        return f"{what}: {state}"
+    if state != "running":
+        return f"{what}: running"
+    if run is None or level is None:
+        return f"{what}: starting (loading the benchmark)"
+    index, levels = _count(doc, "level_index"), _count(doc, "levels")
+    rep, reps = _count(doc, "rep"), _count(doc, "reps")
+    text = f"{what}: level {index} of {levels} (C={level})" if index and levels else f"{what}: C={level}"
+    if rep is not None and reps is not None and reps > 1:
+        text += f", rep {rep} of {reps}"
+    if runs is not None and (levels is None or reps is None or runs != levels * reps):
+        text += f", run {run} of {runs}"
+    return text
+
+
+def _retry(data: dict[str, Any], created: datetime | None) -> StepProgress | None:
+    res = data.get("res")
+    if not isinstance(res, dict):
+        return None
+    text = ""
+    attempt_only = False
+    content = res.get("content")
+    if isinstance(content, str) and content:
+        try:
+            doc = json.loads(base64.b64decode(content, validate=True))
+        except (binascii.Error, ValueError):
+            doc = None
+        if isinstance(doc, dict) and doc.get("kind") == PROGRESS_KIND:
+            text = progress_text(doc)
+    if not text:
+        attempts, retries = _count(res, "attempts"), _count(res, "retries")
+        if attempts is None:
+            return None
+        text = f"attempt {attempts}" + (f" of {retries}" if retries else "")
+        attempt_only = True
+    return StepProgress(
+        host=_str(data, "host"),
+        task_uuid=_str(data, "task_uuid"),
+        text=text,
+        attempt_only=attempt_only,
+        created=created,
+    )
+
+
 def parse_event(raw: dict[str, Any]) -> Event | None:
     kind = raw.get("event")
     data = raw.get("event_data", {})
@@ -271,6 +346,8 @@ def parse_event(raw: dict[str, Any]) -> Event | None:
         event = ItemChanged(host=_str(data, "host"), task_uuid=_str(data, "task_uuid"))
     elif kind == "playbook_on_stats":
         event = _stats(data)
+    elif kind == "runner_retry":
+        event = _retry(data, created)
     return event
 
 

@@ -3,6 +3,11 @@
 With the last comparable run (history.previous_run) it also says how far: "task 84 of ~148" and,
 for each task that took PROGRESS_MIN_S or more then, "2m10s of ~9m03s last run" (the stack install,
 a benchmark, a batch of a roll); the plain lines name it once per task, nothing repeats.
+
+Inside one long task: each retry of an `until` poll is a StepProgress event (verify's benchmark
+reports "benchmark: level 3 of 5 (C=30), rep 2 of 3"), shown with the time the task has run so far:
+in the live table under the host's task, and as a plain line only when it says something new. A
+stage (`up --serial`'s "batch 2 of 3") heads the live table.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from types import TracebackType
 from typing import IO, Any
 
@@ -19,7 +25,18 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from .events import COUNT_KEYS, Event, HostResult, HostStart, Output, PlayStart, Stats, TaskStart, is_notable
+from .events import (
+    COUNT_KEYS,
+    Event,
+    HostResult,
+    HostStart,
+    Output,
+    PlayStart,
+    Stats,
+    StepProgress,
+    TaskStart,
+    is_notable,
+)
 from .history import PreviousRun
 
 _STYLE = {
@@ -48,6 +65,8 @@ def clock(seconds: float) -> str:
 class _Host:
     task: str = ""
     since: float = 0.0
+    step: str = ""  # the task's last progress line (StepProgress), "" when none
+    started_at: datetime | None = None  # the task's start on this host, by the event's own clock
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNT_KEYS, 0))
 
 
@@ -62,8 +81,10 @@ class Progress:
         verbose: bool = False,
         redact: Callable[[str], str] = lambda text: text,
         previous: PreviousRun | None = None,
+        stage: str = "",
     ) -> None:
         self.stream = stream
+        self.stage = stage
         self.live = stream.isatty() if live is None else live
         self.redact = redact
         self.t0 = time.monotonic()
@@ -127,6 +148,10 @@ class Progress:
             host = self.hosts.setdefault(event.host, _Host())
             host.task = self.task_labels.get(event.task_uuid, "")
             host.since = now
+            host.started_at = event.created
+            host.step = ""
+        elif isinstance(event, StepProgress):
+            self._step(event, now)
         elif isinstance(event, HostResult):
             self._result(event, now)
         elif isinstance(event, Output):
@@ -159,12 +184,26 @@ class Progress:
         took = self.last_took(label)
         return f"  ({self.position()}" + (f"; took {clock(took)} last run)" if took is not None else ")")
 
+    def _step(self, event: StepProgress, now: float) -> None:
+        host = self.hosts.setdefault(event.host, _Host(since=now))
+        if event.text == host.step:
+            return
+        host.step = event.text
+        if not self.live and not event.attempt_only:  # plain: a line when a record says something new
+            # the time the task has run: by the events' clock (a replay too), else by ours
+            if event.created is not None and host.started_at is not None:
+                so_far = (event.created - host.started_at).total_seconds()
+            else:
+                so_far = now - host.since
+            self._print(f"{self._stamp()} {'progress':<11} {event.host}  {event.text}, {clock(so_far)}")
+
     def _result(self, event: HostResult, now: float) -> None:
         host = self.hosts.setdefault(event.host, _Host())
         host.counts[event.outcome] += 1
         if event.outcome == "changed":
             host.counts["ok"] += 1
         host.task = ""
+        host.step = ""
         style = _STYLE.get(event.outcome)
         if not self.live or event.outcome in ("changed", "failed", "unreachable", "ignored"):
             line = f"{self._stamp()} {event.outcome:<11} {event.host}  {event.label}  ({event.duration:.2f}s)"
@@ -187,9 +226,12 @@ class Progress:
                 c = host.counts
                 took = self.last_took(host.task) if host.task else None
                 elapsed = clock(now - host.since) + (f" of ~{clock(took)}" if took is not None else "")
+                task = host.task or "-"
+                if host.task and host.step:
+                    task += f"\n  {host.step}"
                 table.add_row(
                     name,
-                    host.task or "-",
+                    task,
                     elapsed if host.task else "",
                     Text(str(c["ok"]), style="green"),
                     Text(str(c["changed"]), style="yellow" if c["changed"] else ""),
@@ -200,7 +242,8 @@ class Progress:
             overall = clock(now - self.t0)
             if self.previous is not None and self.previous.duration_s > 0:
                 overall += f" of ~{clock(self.previous.duration_s)} last run"
-            header = Text(f"{self.play}  ({self.position()}, {overall})", style="bold")
+            stage = f"{self.stage}: " if self.stage else ""
+            header = Text(f"{stage}{self.play}  ({self.position()}, {overall})", style="bold")
             return Group(header, table)
 
     def final(self, summary: dict[str, Any]) -> None:

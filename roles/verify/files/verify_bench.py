@@ -18,15 +18,24 @@ SPEC: {"base_url", "levels": [1, 30, ...], "num_prompts": n or {"C": n}, "repeti
        pair's seeded random order; a third value is that run's prompts, e.g. the capacity probe)}
 Repetitions run in rounds (every level once, then every level again, ...), so a slow drift of the host
 spreads over all levels instead of biasing one; each (level, repetition) has its own JSONL and log.
-The API key comes on stdin as one JSON document ``{"api_key": "<key>" | null}`` (the task's
-``stdin:``): never on a command line and never in
+The API key comes as one JSON document ``{"api_key": "<key>" | null}``, from the file the spec's
+``key_file`` names (written by the task, mode 0600, owned by the service user, in the 0700 work dir;
+read and removed at once, before anything else runs), else on stdin: never on a command line, never in
 the environment the task starts this with (Ansible's remote ``sh -c 'VAR=... python ...'`` shows an
-``environment:`` in ``ps``). It is put into ``os.environ["OPENAI_API_KEY"]`` of this process only,
+``environment:`` in ``ps``) and never in the module arguments of the task (an ``async`` task keeps
+those in its job files on the host, which is why the task runs this in the background with the key in
+a file). The key is put into ``os.environ["OPENAI_API_KEY"]`` of this process only,
 where bench_serving reads it (it sends it as a Bearer token); a process's environment is readable in
 /proc/<pid>/environ by its own user and root only, not in ``ps`` or /proc/<pid>/cmdline. Never in
 the output: every file bench_serving writes (its JSONL embeds
 /get_server_info, which holds the key) and its console log are scrubbed with verify_scrub.py (the
 collection's plugins/module_utils/verify_scrub.py, copied beside this file) and checked for leaks.
+
+Progress: with the spec's ``progress`` (a path in the work dir) the runner keeps a small JSON document
+there, replaced atomically: ``{"kind": "sglang-deploy-progress", "what": "benchmark", "state":
+"starting" | "running" | "done" | "failed", "run": k, "runs": n, "level": C, "level_index": i,
+"levels": m, "rep": r, "reps": R, "elapsed_s": s}`` (1-based counts), which the task's poll reads and
+the CLI shows ("benchmark: level 3 of 5 (C=30), rep 2 of 3"). It holds no secret and no host text.
 
 Remote code: bench_serving 0.5.9 loads the tokenizer with ``AutoTokenizer.from_pretrained(path,
 trust_remote_code=True)`` whatever the server was told; :func:`pin_remote_code` makes every
@@ -209,20 +218,64 @@ def pin_remote_code(allowed: bool) -> list[str]:
     return pinned
 
 
-def read_key(stream: Any) -> str:
-    """The API key from stdin's JSON document ({"api_key": key or null}); "" when there is none."""
-    if stream is None or stream.isatty():
+def read_key(stream: Any, key_file: str | None = None) -> str:
+    """The API key from the JSON document ({"api_key": key or null}) in ``key_file`` (removed at once,
+    whatever it holds), else on ``stream`` (stdin); "" when there is none."""
+    if key_file:
+        path = Path(key_file)
+        try:
+            text = path.read_text(encoding="utf-8").strip()
+        finally:
+            path.unlink(missing_ok=True)
+    elif stream is None or stream.isatty():
         return ""
-    text = stream.read().strip()
+    else:
+        text = stream.read().strip()
     if not text:
         return ""
     key = json.loads(text).get("api_key")
     return key if isinstance(key, str) else ""
 
 
+class Progress:
+    """The progress document (see the module's doc): written atomically, at most once per run."""
+
+    def __init__(self, path: str | None, runs: list[list[int]], levels: list[int]) -> None:
+        self.path = Path(path) if path else None
+        self.runs = runs
+        self.levels = levels
+        self.started = time.monotonic()
+
+    def write(self, state: str, index: int | None = None) -> None:
+        if self.path is None:
+            return
+        doc: dict[str, Any] = {
+            "kind": "sglang-deploy-progress",
+            "what": "benchmark",
+            "state": state,
+            "runs": len(self.runs),
+            "levels": len(self.levels),
+            "reps": max((int(item[1]) for item in self.runs), default=0) + 1,
+            "elapsed_s": round(time.monotonic() - self.started, 1),
+        }
+        if index is not None:
+            level, rep = int(self.runs[index][0]), int(self.runs[index][1])
+            doc.update(run=index + 1, level=level, rep=rep + 1)
+            if level in self.levels:
+                doc["level_index"] = self.levels.index(level) + 1
+        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        tmp.write_text(json.dumps(doc), encoding="utf-8")
+        tmp.replace(self.path)
+
+
 def main() -> int:
     spec: dict[str, Any] = json.loads(sys.argv[1])
-    key = read_key(sys.stdin)
+    key = read_key(sys.stdin, spec.get("key_file"))
+    repetitions = max(1, int(spec.get("repetitions", 1)))
+    order = spec.get("order") or [[int(lv), rep] for rep in range(repetitions) for lv in spec["levels"]]
+    runs = [(dict(spec, num_prompts=int(item[2])) if len(item) > 2 else spec, item) for item in order]
+    progress = Progress(spec.get("progress"), [list(item) for _run_spec, item in runs], list(spec["levels"]))
+    progress.write("running")  # before the imports below (transformers: tens of seconds on a busy host)
     if key:
         os.environ["OPENAI_API_KEY"] = key
     else:
@@ -234,15 +287,12 @@ def main() -> int:
     logdir = Path(spec["logdir"])
     logdir.mkdir(parents=True, exist_ok=True)
     dataset_path = workdir / "coding-sharegpt.json"
-    repetitions = max(1, int(spec.get("repetitions", 1)))
-    order = spec.get("order") or [[int(lv), rep] for rep in range(repetitions) for lv in spec["levels"]]
-    runs = [(dict(spec, num_prompts=int(item[2])) if len(item) > 2 else spec, item) for item in order]
     most = max(level_prompts(run_spec, int(item[0])) for run_spec, item in runs)
     n_prompts = sharegpt_dataset(Path(spec["prompts"]), dataset_path, most)
-    levels = [
-        run_level(run_spec, int(item[0]), dataset_path, logdir, key, rep=int(item[1]))
-        for run_spec, item in runs
-    ]
+    levels = []
+    for index, (run_spec, item) in enumerate(runs):
+        progress.write("running", index)
+        levels.append(run_level(run_spec, int(item[0]), dataset_path, logdir, key, rep=int(item[1])))
     leaks = []
     for path in sorted(logdir.iterdir()):
         if path.is_file() and verify_scrub.find_leaks(
@@ -262,11 +312,25 @@ def main() -> int:
             }
         )
     )
+    progress.write("done")
     return 0
 
 
+def failed(spec_json: str) -> None:
+    """The progress document says ``failed`` when main() raised (the task's poll stops on it)."""
+    try:
+        spec = json.loads(spec_json)
+        Progress(spec.get("progress"), [], []).write("failed")
+    except (OSError, ValueError, TypeError, AttributeError):
+        pass
+
+
 if __name__ == "__main__":
-    code = main()
+    try:
+        code = main()
+    except BaseException:
+        failed(sys.argv[1] if len(sys.argv) > 1 else "{}")
+        raise
     sys.stdout.flush()
     sys.stderr.flush()
     # Skip the interpreter's teardown: after bench_serving ran in this process (runpy), finalizing its
