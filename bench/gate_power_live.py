@@ -129,6 +129,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--gate-reps", type=int, default=3)
     parser.add_argument("--baseline-reps", type=int, default=3)
     parser.add_argument("--out", type=Path, help="also write the table and the trials (JSON) here")
+    parser.add_argument(
+        "--table-from",
+        type=Path,
+        help="print the table of the trials in this JSONL (an --out run's .jsonl, one cut short) and exit",
+    )
     args = parser.parse_args()
     args.levels = [int(x) for x in args.levels.split(",")]
     args.regressions = [float(x) for x in args.regressions.split(",")]
@@ -297,6 +302,11 @@ def table(args: argparse.Namespace, trials: list[dict[str, Any]], seconds: float
 
 def main() -> int:
     args = parse_args()
+    if args.table_from:
+        saved = [json.loads(line) for line in args.table_from.read_text().splitlines() if line.strip()]
+        load = " ".join(Path("/proc/loadavg").read_text().split()[:3])
+        print("\n".join(table(args, saved, 0.0, load)))
+        return 0
     os.environ.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
     os.environ.pop("OPENAI_API_KEY", None)
     knob = Knob(args)
