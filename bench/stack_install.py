@@ -51,7 +51,7 @@ ENV = {
 }
 UV = "/bench/role/tools/uv/bin/uv"
 COLD = "/bench/cold-cache"
-SYNC_TASK = "Install the locked stack"
+SYNC_TASK = "Build the release (lock, venv synced from it"
 CHECK_TASK = "Check versions, imports and SGLang's argument parser"
 ROLE_PLAY = (
     "- hosts: all\n  gather_facts: true\n"

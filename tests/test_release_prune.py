@@ -1,5 +1,5 @@
 """The one prune rule of the release lifecycle (plugins/module_utils/release.py), used by the stack's and
-the router's activate tasks through the filter sglang.deploy.release_prune."""
+the router's prune through the module sglang.deploy.release (state pruned)."""
 
 from __future__ import annotations
 

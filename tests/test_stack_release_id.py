@@ -1,6 +1,7 @@
-"""The sglang_stack release id names the lock that is installed (issue 21): the role's own
-tasks/release_id.yml, run by a real ansible-playbook, gives another id when the lock's sha256
-differs, the same id for the same lock, and marks a lock not compiled yet as pending."""
+"""The sglang_stack release id names the lock that is installed (issue 21): the role's own definition
+(vars/main.yml, from the stat of the host's lock that facts.yml and compile.yml register), read by a
+real ansible-playbook, gives another id when the lock's sha256 differs, the same id for the same
+lock, and marks a lock not compiled yet as pending."""
 
 from __future__ import annotations
 
@@ -19,15 +20,14 @@ PLAY = """---
   vars:
     sglang_root: /opt/sglang
   tasks:
-    - name: Name the release for each lock digest
-      ansible.builtin.include_role:
-        name: sglang_stack
-        tasks_from: release_id.yml
+    - name: Read the role's defaults and the definitions of the release id
+      ansible.builtin.include_vars: "{{ item }}"
+      loop: ["{{ repo }}/roles/sglang_stack/defaults/main.yml", "{{ repo }}/roles/sglang_stack/vars/main.yml"]
+    - name: Record the release each lock digest names
       vars:
         __sglang_stack_id_inputs: {requirements_in: "torch==2.9.1\\n", overrides: [], source: sdist, lock: ""}
         __sglang_stack_lock_file: "{{ lock_file }}"
-        __sglang_stack_lock_digest: "{{ digest }}"
-    - name: Record it
+        __sglang_stack_lock_stat: {stat: {exists: "{{ digest | length > 0 }}", checksum: "{{ digest }}"}}
       ansible.builtin.copy:
         content: "{{ {'id': __sglang_stack_release_id, 'dir': __sglang_stack_release_dir,
                       'pending': __sglang_stack_lock_pending} | to_json }}"
@@ -42,7 +42,7 @@ def release(
     out = tmp / f"out-{digest or 'none'}-{len(lock_file)}.json"
     play = tmp / "play.yml"
     play.write_text(PLAY)
-    extra = {"digest": digest, "lock_file": lock_file, "out": str(out)}
+    extra = {"digest": digest, "lock_file": lock_file, "out": str(out), "repo": str(REPO)}
     env = {"PATH": f"{ANSIBLE_PLAYBOOK.parent}:/usr/bin:/bin", "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
            "ANSIBLE_ROLES_PATH": str(REPO / "roles"), "HOME": str(tmp), "LC_ALL": "C.UTF-8"}  # fmt: skip
     proc = subprocess.run(

@@ -1,4 +1,4 @@
-"""sglang.deploy.verified_download (the sgl-kernel wheel's fetch, roles/sglang_stack/tasks/fetch.yml), run
+"""sglang.deploy.verified_download (the sgl-kernel wheel's fetch, roles/sglang_stack/tasks/main.yml), run
 as the role runs it: the collection's module through ansible, against a real HTTP server on loopback that
 serves a file (a test double of the release asset's host, named as such). A file whose sha256 is one of
 several accepted values is kept; one matching none is refused naming the file, the sha256 it got and the

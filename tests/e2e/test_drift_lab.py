@@ -36,6 +36,11 @@ SERVICE_STATE = (
     "sglang_service : Apply the service's host state (user, directories, launcher, launch-args.json, "
     "key file, unit, drop-ins, enablement)"
 )
+# every drift of the release venv: one task, the lifecycle module's repair (its message one line per kind)
+STACK_REPAIR = (
+    "sglang_stack : Report and repair the drift of the release venv"
+    " (reinstall from its lock, remove start-up files, owner root)"
+)
 # tamper id -> (shell command run in the lab host, task that must report it, text its detail names)
 TAMPERS: dict[str, tuple[str, str, str]] = {
     "nccl_value_edited": (
@@ -75,28 +80,28 @@ TAMPERS: dict[str, tuple[str, str, str]] = {
     "patched_file_reverted": (
         # patch 0004 reversed in place with the series' own file
         "cd / && patch -R -s -p2 -d " + SP + " --no-backup-if-mismatch -i /tmp/drift-0004.patch",
-        "sglang_stack : Report patched files that differ from the receipt (drift)",
+        STACK_REPAIR,
         "eagle_worker_v2.py",
     ),
     "line_appended_to_patched_file": (
         f"echo '# appended by hand' >> {SP}/sglang/srt/layers/communicator.py",
-        "sglang_stack : Report patched files that differ from the receipt (drift)",
+        STACK_REPAIR,
         "communicator.py",
     ),
     "startup_pth_in_release_venv": (
         # Python runs its `import` line at every start; no distribution's RECORD lists it
         f"printf 'import os\\n' > {SP}/zz-drift.pth",
-        "sglang_stack : Report start-up files no distribution owns (drift)",
+        STACK_REPAIR,
         "zz-drift.pth",
     ),
     "other_version_of_pinned_package": (
         f"{UV} pip install -q --python {PY} transformers==4.57.0",
-        "sglang_stack : Report distributions that differ from the release lock (drift)",
+        STACK_REPAIR,
         "transformers 4.57.0 installed, the lock pins 4.57.1",
     ),
     "pinned_package_uninstalled": (
         f"{UV} pip uninstall -q --python {PY} flashinfer-cubin",
-        "sglang_stack : Report distributions that differ from the release lock (drift)",
+        STACK_REPAIR,
         "flashinfer-cubin not installed",
     ),
     "current_points_at_wrong_dir": (

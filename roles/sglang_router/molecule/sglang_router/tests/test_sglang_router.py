@@ -332,3 +332,47 @@ def test_status_asks_the_router_through_the_role(host) -> None:
     listed = {w["url"] for w in json.loads(stats["workers"]["body"])["workers"]}
     assert listed == {"http://127.0.0.1:31001", "http://127.0.0.1:31002"}
     assert stats["prometheus_target"].endswith(":29000")
+
+
+def test_the_lifecycle_removes_a_partial_build_prunes_old_releases_and_keeps_the_previous(host) -> None:
+    """The release lifecycle (module sglang.deploy.release, the stack's too) on the converged router: an
+    interrupted build's directory is removed, a complete release beyond sglang_router_keep_releases (2)
+    is pruned, the release `current` pointed at before the run (made current by hand, as a rollback
+    does) is kept whatever its age, and `current` is switched back to the release of this lock. Check
+    mode names each and changes nothing; the next run prunes the old previous one too."""
+    releases = f"{ROOT}/releases"
+    release = host.check_output(f"readlink {ROOT}/current")
+    old, previous, newer, partial = "0ld0000000a1", "0ld0000000b2", "0ld0000000c3", "part0000000d"
+    for rid, day in ((old, "2020-01-01"), (previous, "2020-01-02"), (newer, "2020-01-03")):
+        host.check_output(
+            f"mkdir -p {releases}/{rid} && cp -a {ROOT}/{release}/venv {releases}/{rid}/venv"
+            f" && echo {rid} > {releases}/{rid}/.complete && touch -d {day} {releases}/{rid}/.complete"
+        )
+    host.check_output(f"mkdir -p {releases}/{partial}/venv && touch {releases}/{partial}/requirements.lock")
+    host.check_output(f"ln -sfn releases/{previous} {ROOT}/current.tmp")
+    host.check_output(f"mv -T {ROOT}/current.tmp {ROOT}/current")
+
+    rc, out = moltest.run_playbook("converge.yml", "--check", "-v")
+    assert rc == 0, out[-4000:]
+    assert "would remove incomplete release(s) (an interrupted or failed build)" in out, out[-4000:]
+    assert f"{releases}/{partial}" in out
+    assert f"would remove releases beyond the newest 2: {releases}/{old}" in out, out[-4000:]
+    for rid in (old, previous, newer, partial):
+        assert host.file(f"{releases}/{rid}").is_directory, rid
+    assert host.check_output(f"readlink {ROOT}/current") == f"releases/{previous}"
+
+    rc, out = moltest.run_playbook("converge.yml")
+    assert rc == 0, out[-4000:]
+    assert host.check_output(f"readlink {ROOT}/current") == release
+    assert not host.file(f"{releases}/{partial}").exists
+    assert not host.file(f"{releases}/{old}").exists
+    assert host.file(f"{releases}/{previous}/.complete").exists  # the release before this run
+    assert host.file(f"{releases}/{newer}/.complete").exists  # the newest but the one in force
+    code, _body = curl(host, f"{API}/health")
+    assert code == 200
+    # the next run: `previous` is no longer the release before the run's, so it goes too
+    rc, out = moltest.run_playbook("converge.yml")
+    assert rc == 0, out[-4000:]
+    assert not host.file(f"{releases}/{previous}").exists
+    assert host.file(f"{ROOT}/{release}/.complete").exists
+    host.check_output(f"rm -rf {releases}/{newer}")

@@ -33,7 +33,8 @@ def test_reverted_patch_is_reported_then_restored(host: Any) -> None:
     reverted = host.file(f"{sp}/{rel}").sha256sum
     assert reverted != recorded
 
-    rc, out = playbook("--check")
+    # -v: the release module's message (what drifted, what a real run does) is in its result
+    rc, out = playbook("--check", "-v")
     assert rc == 0, out[-3000:]
     assert recap(out)["changed"] > 0, out[-3000:]
     assert "drift:" in out, out[-3000:]
@@ -76,7 +77,7 @@ def test_venv_against_lock_other_version_uninstalled_edited_and_chowned(host: An
     release = host.file(CURRENT).linked_to
     host.check_output(f"chown nobody {release}")
 
-    rc, out = playbook("--check", "--diff")
+    rc, out = playbook("--check", "--diff", "-v")
     assert rc == 0, out[-3000:]
     assert "transformers 4.57.0 installed, the lock pins 4.57.1" in out, out[-3000:]
     assert "flashinfer-cubin not installed" in out
@@ -145,7 +146,7 @@ def test_a_startup_file_no_distribution_owns_is_reported_then_removed(host: Any)
     sp = site_packages(host)
     pth, custom = f"{sp}/zz-drift.pth", f"{sp}/sitecustomize.py"
     host.check_output(f"printf 'import os\\n' > {pth} && printf 'x = 1\\n' > {custom}")
-    rc, out = playbook("--check")
+    rc, out = playbook("--check", "-v")
     assert rc == 0, out[-3000:]
     assert "start-up files" in out, out[-3000:]
     assert "zz-drift.pth" in out, out[-3000:]

@@ -79,7 +79,7 @@ def test_a_lock_line_without_its_hash_or_with_a_wrong_one_fails_the_build(
     flat = " ".join(out.split())
     assert rc != 0, out[-3000:]
     assert "was left unchanged" in flat, out[-3000:]
-    assert "Install the locked stack" in flat
+    assert "uv pip sync (the lock)" in flat
     want = "hash" if edit == "drop" else "Hash mismatch"
     assert want in flat, out[-3000:]
     assert host.file(CURRENT).linked_to == before

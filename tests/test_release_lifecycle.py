@@ -1,0 +1,251 @@
+"""The release lifecycle of the stack and the router (issue 33 item 1): the pure part
+(plugins/module_utils/release.py) and the module sglang.deploy.release run as the roles run it
+(through ansible, against directories under tmp_path, with a test double of uv that records its argv
+and builds a stand-in venv, named as such). Build into a new directory with the partial directories of
+interrupted builds removed first, receipt then .complete, the prune with the one protect rule, the
+repair, the tools; check mode predicts each step and changes nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+from modload import REPO, load_module, run_module
+
+release = load_module("release_lifecycle", REPO / "plugins/module_utils/release.py")
+
+# Test double of uv: `venv` makes venv/bin/python, `pip sync` records its argv; UV_DOUBLE_FAIL=1 makes
+# the sync fail as a hash mismatch does; `--version` answers UV_DOUBLE_VERSION.
+UV_DOUBLE = """#!/bin/sh
+echo "$*" >> "$UV_DOUBLE_LOG"
+case "$1" in
+  --version) echo "uv ${UV_DOUBLE_VERSION:-0.9.7} (test double)";;
+  venv) mkdir -p venv/bin && ln -sf /bin/true venv/bin/python;;
+  pip) if [ "${UV_DOUBLE_FAIL:-0}" = 1 ]; then echo "error: Hash mismatch for idna" >&2; exit 1; fi;;
+esac
+"""
+
+
+@pytest.fixture
+def uv(tmp_path: Path) -> Path:
+    path = tmp_path / "uv-double"
+    path.write_text(UV_DOUBLE)
+    path.chmod(0o755)
+    return path
+
+
+def env_for(tmp_path: Path, **extra: str) -> dict[str, str]:
+    return {"UV_DOUBLE_LOG": str(tmp_path / "uv.log"), **extra}
+
+
+def complete_release(releases: Path, rid: str, mtime: float) -> Path:
+    (releases / rid).mkdir(parents=True)
+    marker = releases / rid / ".complete"
+    marker.write_text(rid + "\n")
+    os.utime(marker, (mtime, mtime))
+    return releases / rid
+
+
+# --- pure part -------------------------------------------------------------------------------------
+
+
+def test_scan_lists_complete_and_partial_releases(tmp_path: Path) -> None:
+    releases = tmp_path / "releases"
+    complete_release(releases, "a", 100)
+    (releases / "b").mkdir()
+    (releases / "stray-file").write_text("")
+    (releases / "link").symlink_to("a")
+    markers, partial = release.scan(str(releases))
+    assert [m["path"] for m in markers] == [str(releases / "a/.complete")]
+    assert markers[0]["mtime"] == 100
+    assert partial == [str(releases / "b")]
+    assert release.scan(str(tmp_path / "missing")) == ([], [])
+
+
+def test_current_release(tmp_path: Path) -> None:
+    current = tmp_path / "current"
+    assert release.current_release(str(current)) == ""
+    current.symlink_to("releases/abc/")
+    assert release.current_release(str(current)) == "abc"
+    current.unlink()
+    current.write_text("")
+    with pytest.raises(release.ReleaseError, match="exists and is not a symlink"):
+        release.current_release(str(current))
+
+
+def test_complete_writes_the_receipt_then_the_marker_and_never_rewrites(tmp_path: Path) -> None:
+    rdir = tmp_path / "r1"
+    with pytest.raises(release.ReleaseError, match="does not exist"):
+        release.complete(str(rdir), "r1", {})
+    rdir.mkdir()
+    assert release.complete(str(rdir), "r1", {"b": 1, "a": "x"})
+    assert (rdir / "receipt.json").read_text() == '{\n  "a": "x",\n  "b": 1\n}\n'
+    assert (rdir / ".complete").read_text() == "r1\n"
+    assert (rdir / ".complete").stat().st_mtime >= (rdir / "receipt.json").stat().st_mtime
+    assert not release.complete(str(rdir), "r1", {"other": True})
+    assert json.loads((rdir / "receipt.json").read_text()) == {"a": "x", "b": 1}
+    assert sorted(p.name for p in rdir.iterdir()) == [".complete", "receipt.json"]  # no temporary left
+
+
+def test_parsers_and_the_sync_command() -> None:
+    out = "python3-venv ii \npython3-packaging un \nlibc6:amd64 ii \n"
+    assert release.missing_packages(out, ["python3-venv", "python3-packaging", "patch", "libc6"]) == [
+        "python3-packaging",
+        "patch",
+    ]
+    assert release.uv_version("uv 0.9.7 (0adb44480 2025-10-30)\n") == "0.9.7"
+    assert release.uv_version("garbage") == ""
+    assert release.sync_argv("/u", "/p", ["--only-binary", "x"], ["idna"]) == [
+        "/u", "pip", "sync", "--python", "/p", "--require-hashes", "--compile-bytecode",
+        "--reinstall-package=idna", "--only-binary", "x", "requirements.lock",
+    ]  # fmt: skip
+
+
+def test_remaining_lists_the_release_in_force_first_then_newest() -> None:
+    markers = [{"path": "/r/a/.complete", "mtime": 1}, {"path": "/r/b/.complete", "mtime": 3}]
+    assert release.remaining(markers, "/r/c", ["/r/a"]) == ["c", "b"]
+
+
+# --- the module, as the roles run it ---------------------------------------------------------------
+
+
+def build_args(tmp_path: Path, uv: Path, rid: str = "r2", **extra: Any) -> dict[str, Any]:
+    return {
+        "state": "built",
+        "releases_dir": str(tmp_path / "releases"),
+        "release_id": rid,
+        "current": str(tmp_path / "current"),
+        "python": "python3",
+        "uv": str(uv),
+        "uv_args": ["--only-binary", "sglang-router"],
+        "lock_content": "idna==3.10 --hash=sha256:" + "0" * 64 + "\n",
+        "files": [{"name": "requirements.in", "content": "idna\n"}],
+        **extra,
+    }
+
+
+def test_built_predicts_in_check_mode_removes_partials_and_builds(tmp_path: Path, uv: Path) -> None:
+    releases = tmp_path / "releases"
+    complete_release(releases, "r1", 100)
+    (releases / "r2" / "venv").mkdir(parents=True)  # this id's interrupted build
+    (releases / "other").mkdir()  # another interrupted build
+    (tmp_path / "current").symlink_to("releases/r1")
+
+    res = run_module("release", build_args(tmp_path, uv), "--check")
+    assert res["changed"], res
+    assert "would remove incomplete release(s)" in res["msg"]
+    assert "would build release r2" in res["msg"]
+    assert res["previous"] == "r1"
+    assert not res["built"]
+    assert (releases / "other").exists()
+    assert not (tmp_path / "uv.log").exists()
+
+    res = run_module("release", build_args(tmp_path, uv), env=env_for(tmp_path))
+    assert (res["changed"], res["built"], res["complete"]) == (True, True, False), res
+    assert not (releases / "other").exists()
+    assert (releases / "r2/requirements.lock").read_text().startswith("idna==3.10")
+    assert (releases / "r2/requirements.in").read_text() == "idna\n"
+    assert stat.S_IMODE((releases / "r2").stat().st_mode) == 0o755
+    log = (tmp_path / "uv.log").read_text().splitlines()
+    assert log[0] == "venv --quiet --python python3 venv"
+    assert log[1].startswith(
+        f"pip sync --python {releases}/r2/venv/bin/python --require-hashes --compile-bytecode"
+    )
+    assert log[1].endswith("--only-binary sglang-router requirements.lock")
+
+    done = run_module(
+        "release",
+        {
+            "state": "complete",
+            "releases_dir": str(releases),
+            "release_id": "r2",
+            "receipt": {"release_id": "r2"},
+        },
+    )
+    assert done["changed"]
+    assert done["complete"]
+    assert (releases / "r2/.complete").read_text() == "r2\n"
+
+    again = run_module("release", build_args(tmp_path, uv), env=env_for(tmp_path))
+    assert (again["changed"], again["built"], again["complete"]) == (False, False, True), again
+    again = run_module("release", build_args(tmp_path, uv), "--check")
+    assert not again["changed"], again
+
+
+def test_a_failed_sync_leaves_no_release_directory(tmp_path: Path, uv: Path) -> None:
+    res = run_module("release", build_args(tmp_path, uv), env=env_for(tmp_path, UV_DOUBLE_FAIL="1"))
+    assert res.get("failed"), res
+    assert "uv pip sync (the lock) failed" in res["msg"]
+    assert "Hash mismatch" in res["msg"]
+    assert not (tmp_path / "releases/r2").exists()
+
+
+def test_built_refuses_a_current_that_is_not_a_link(tmp_path: Path, uv: Path) -> None:
+    (tmp_path / "current").mkdir()
+    res = run_module("release", build_args(tmp_path, uv), env=env_for(tmp_path))
+    assert res.get("failed"), res
+    assert "is not a symlink" in res["msg"]
+    assert not (tmp_path / "releases/r2").exists()
+
+
+def test_pruned_keeps_the_newest_and_every_protected_release(tmp_path: Path) -> None:
+    releases = tmp_path / "releases"
+    for i, rid in enumerate(["a", "b", "c", "d", "e"]):
+        complete_release(releases, rid, 100 + i)
+    args = {
+        "state": "pruned",
+        "releases_dir": str(releases),
+        "release_id": "e",
+        "keep": 2,
+        "protected": ["a", ""],
+    }
+    res = run_module("release", args, "--check")
+    assert res["changed"], res
+    assert res["removed"] == [str(releases / "c"), str(releases / "b")]
+    assert "would remove releases beyond the newest 2" in res["msg"]
+    assert (releases / "b").exists()
+    res = run_module("release", args)
+    assert res["changed"], res
+    assert res["releases"] == ["e", "d", "a"]
+    assert sorted(p.name for p in releases.iterdir()) == ["a", "d", "e"]
+    assert not run_module("release", args)["changed"]
+
+
+def test_synced_reports_the_drift_and_repairs_it(tmp_path: Path, uv: Path) -> None:
+    rdir = complete_release(tmp_path / "releases", "r1", 100)
+    (rdir / "zz.pth").write_text("import os\n")
+    args = {
+        "state": "synced", "releases_dir": str(tmp_path / "releases"), "release_id": "r1", "uv": str(uv),
+        "reinstall": ["transformers"], "remove": [str(rdir / "zz.pth")],
+        "drift": ["drift: release r1: transformers 4.57.0 installed, the lock pins 4.57.1"],
+    }  # fmt: skip
+    res = run_module("release", args, "--check")
+    assert res["changed"], res
+    assert res["msg"].splitlines() == [
+        "drift: release r1: transformers 4.57.0 installed, the lock pins 4.57.1",
+        "a real run would sync the venv to the lock reinstalling transformers pristine, remove zz.pth",
+    ]
+    assert (rdir / "zz.pth").exists()
+    res = run_module("release", args, env=env_for(tmp_path))
+    assert res["changed"]
+    assert not (rdir / "zz.pth").exists()
+    assert "--reinstall-package=transformers" in (tmp_path / "uv.log").read_text()
+    outside = dict(args, remove=[str(tmp_path / "elsewhere")])
+    assert "is not inside" in run_module("release", outside)["msg"]
+
+
+def test_tools_installs_uv_only_when_its_version_differs(tmp_path: Path, uv: Path) -> None:
+    venv = tmp_path / "tools/uv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin/uv").symlink_to(uv)
+    args = {"state": "tools", "uv_venv": str(venv), "uv_version": "0.9.7", "uv_requirements": "/nonexistent"}
+    res = run_module("release", args, env=env_for(tmp_path))
+    assert not res["changed"], res
+    res = run_module("release", dict(args, uv_version="0.9.8"), "--check", env=env_for(tmp_path))
+    assert res["changed"], res
+    assert res["installed"] == ["uv 0.9.8"]
+    assert res["msg"] == "would install: uv 0.9.8"
