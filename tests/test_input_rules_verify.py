@@ -94,6 +94,26 @@ def test_verify_needs_preflight_facts_and_the_launch_spec() -> None:
         ({"verify_startup_tolerance_pct": -1}, "verify_startup_tolerance_pct=-1"),
         ({"verify_startup_slack_s": "10s"}, 'verify_startup_slack_s="10s"'),
         ({"verify_baseline_records": ["a", "b"]}, 'verify_baseline_records="2 record(s)": allowed a mapping'),
+        ({"verify_same_window": "often"}, 'verify_same_window="often": allowed true or false'),
+        ({"verify_same_window_repetitions": 2}, "verify_same_window_repetitions=2: allowed an integer 3..99"),
+        (
+            {"verify_same_window_repetitions": 4, "verify_same_window_max_repetitions": 3},
+            "verify_same_window_max_repetitions=3: allowed an integer 3..99, at least",
+        ),
+        (
+            {"verify_same_window_shortfall_pct": 0},
+            "verify_same_window_shortfall_pct=0: allowed a number 0 < x",
+        ),
+        ({"verify_same_window_seed": "abc"}, 'verify_same_window_seed="abc": allowed "" (drawn per run)'),
+        (
+            {"verify_same_window_probe_prompts": 0},
+            "verify_same_window_probe_prompts=0: allowed an integer 1..1000",
+        ),
+        (
+            {"verify_same_window_inconclusive": "pass"},
+            'verify_same_window_inconclusive="pass": allowed rollback',
+        ),
+        ({"verify_same_window_capacity_file": "rel/x.json"}, 'verify_same_window_capacity_file="rel/x.json"'),
     ],
 )
 def test_verify_bad_inputs_are_named(over: dict[str, Any], expected: str) -> None:

@@ -12,6 +12,7 @@ from modload import REPO, load_module
 from scipy import stats
 
 same_window = load_module("same_window", REPO / "plugins/plugin_utils/same_window.py")
+verify_gate = load_module("verify_gate", REPO / "plugins/module_utils/verify_gate.py")
 decide = same_window.decide
 PairError = same_window.PairError
 THRESHOLD_5 = math.log(0.95)
@@ -175,3 +176,199 @@ def test_calibrate_refuses_what_it_cannot_judge() -> None:
         same_window.calibrate({1: [(1.0, 1.0)] * 3}, 0.10, detect=0.05, max_pairs=5)
     with pytest.raises(PairError, match="at least 3 needed"):
         same_window.calibrate({1: [(1.0, 1.0)] * 2}, 0.05, detect=0.10, max_pairs=5)
+
+
+# ---- the wiring into verify's transaction (run order, the gate verify records, the capacity control) ----
+
+
+def runs(values: dict[int, list[float]], errors: dict[int, int] | None = None) -> list[dict[str, object]]:
+    """Per-run rows as layer 6 records them (verify_same_window_runs): repetition i of each level."""
+    out: list[dict[str, object]] = [{"level": 1, "rep": -1, "output_tps": 999.0, "errors": 0, "ok": True}]
+    for level, tps in values.items():
+        for rep, value in enumerate(tps):
+            bad = (errors or {}).get(level, 0) if rep == 0 else 0
+            out.append({"level": level, "rep": rep, "output_tps": value, "errors": bad, "ok": bad == 0})
+    return out
+
+
+def test_the_run_order_is_every_run_once_reproducible_from_the_seed_and_differs_per_arm() -> None:
+    order_a = same_window.run_order([1, 4, 16], 3, 1234, "A")
+    assert sorted(map(tuple, order_a)) == [(lv, r) for lv in (1, 4, 16) for r in range(3)]
+    assert order_a == same_window.run_order([1, 4, 16], 3, 1234, "A")
+    assert order_a != same_window.run_order([1, 4, 16], 3, 1234, "B")
+    assert order_a != same_window.run_order([1, 4, 16], 3, 1235, "A")
+    assert order_a != [[lv, r] for r in range(3) for lv in (1, 4, 16)]  # not the plain rounds
+    more = same_window.run_order([4], 6, 1234, "B+", first=3)
+    assert sorted(map(tuple, more)) == [(4, 3), (4, 4), (4, 5)]
+
+
+JITTER = [1.0, 0.99, 1.01, 1.005, 0.995, 1.0]
+
+
+def test_the_gate_passes_a_release_as_fast_as_the_serving_one() -> None:
+    arm_a = runs({1: [100.0 * j for j in JITTER], 4: [380.0 * j for j in JITTER]})
+    arm_b = runs({1: [100.5, 99.6, 100.2], 4: [381.0, 379.0, 380.5]})
+    gate = same_window.gate_result(arm_a, arm_b, shortfall_pct=5, max_pairs=6, seed=7, final=False)
+    assert gate["status"] == "passed", gate
+    assert gate["mode"] == "same_window"
+    assert gate["seed"] == 7
+    assert [r["verdict"] for r in gate["rows"]] == ["ok", "ok"]
+    assert [r["pairs"] for r in gate["rows"]] == [3, 3]  # arm A's first 3 repetitions pair with B's 3
+    assert all(r["margin_pct"] > 0 for r in gate["rows"])
+    assert gate["rows"][0]["expected"] == 100.0  # arm A's median over its 6 repetitions
+
+
+def test_the_gate_fails_a_release_15_percent_slower_and_names_the_levels() -> None:
+    arm_a = runs({1: [100.0 * j for j in JITTER], 4: [380.0 * j for j in JITTER]})
+    arm_b = runs({1: [85.0, 85.8, 84.6], 4: [323.0, 325.0, 322.0]})
+    gate = same_window.gate_result(arm_a, arm_b, shortfall_pct=5, max_pairs=6, seed=7, final=False)
+    assert gate["status"] == "failed"
+    assert gate["failed_levels"] == [1, 4]
+    assert all(r["upper_pct"] < -5 for r in gate["rows"])
+    assert gate["rows"][0]["p_fail_holm"] <= 0.05
+
+
+def test_a_host_slower_by_10_percent_for_both_arms_passes_where_the_stored_baseline_fails() -> None:
+    """The host's pace drops 10 % between the stored baseline and this run, for both arms alike: the pair
+    judges B against A (passes); today's gate against the stored baseline fails the same figures."""
+    slow = [90.0 * j for j in JITTER]
+    gate = same_window.gate_result(
+        runs({4: slow}), runs({4: [90.4, 89.7, 90.1]}), shortfall_pct=5, max_pairs=6, seed=1, final=False
+    )
+    assert gate["status"] == "passed", gate
+    stored = {"source": "recorded", "table": {4: 100.0}, "band": {4: 1.0}, "repetitions": 3}
+    levels = [{"level": 4, "output_tps": 90.1, "errors": 0, "repetitions": 3}]
+    assert verify_gate.gate(levels, stored, 5.0, 3.0)["status"] == "failed"
+
+
+def test_an_undecided_level_asks_for_more_then_is_inconclusive_at_the_cap() -> None:
+    arm_a = runs({4: [100.0, 104.0, 97.0, 101.0, 99.0, 102.0]})
+    arm_b = runs({4: [95.0, 101.0, 92.0]})  # about -4 % with a wide spread: neither bound clears -5 %
+    first = same_window.gate_result(arm_a, arm_b, shortfall_pct=5, max_pairs=6, seed=1, final=False)
+    assert first["status"] == "more", first
+    assert first["more_levels"] == [4]
+    last = same_window.gate_result(
+        arm_a,
+        runs({4: [95.0, 101.0, 92.0, 99.0, 93.0, 98.0]}),
+        shortfall_pct=5,
+        max_pairs=6,
+        seed=1,
+        final=True,
+    )
+    assert last["status"] == "inconclusive", last
+    assert last["rows"][0]["verdict"] == "inconclusive"
+    assert last["rows"][0]["pairs"] == 6
+    assert "neither passed nor failed" in last["reason"]
+
+
+def test_errors_in_arm_b_fail_and_no_figure_in_arm_a_is_ungated() -> None:
+    arm_a = runs({1: [100.0] * 3, 4: [380.0] * 3})
+    errors = same_window.gate_result(
+        arm_a, runs({1: [100.0] * 3, 4: [380.0] * 3}, errors={4: 2}), shortfall_pct=5, max_pairs=6, seed=1,
+        final=True,
+    )  # fmt: skip
+    assert errors["status"] == "failed"
+    assert errors["rows"][1]["verdict"] == "FAIL (errors)"
+    no_a = same_window.gate_result(
+        runs({1: [100.0] * 3, 4: [380.0] * 3}, errors={4: 1}), runs({1: [100.0] * 3, 4: [380.0] * 3}),
+        shortfall_pct=5, max_pairs=6, seed=1, final=True,
+    )  # fmt: skip
+    assert no_a["status"] == "ungated"
+    assert "C=4" in no_a["reason"]
+
+
+def test_the_capacity_control_reports_a_drop_that_hit_both_arms() -> None:
+    reference = {"output_tps": 100.0, "at": "2026-12-05T07:00:00Z", "release": "r1"}
+    changed = same_window.capacity(90.2, 89.8, reference, 0.05)
+    assert changed["status"] == "changed"
+    assert "hit both arms" in changed["reason"]
+    assert changed["a_vs_reference_pct"] == -9.8
+    steady = same_window.capacity(99.0, 86.0, reference, 0.05)  # only arm B's probe fell: not the host
+    assert steady["status"] == "steady"
+    assert same_window.capacity(99.0, 98.0, None, 0.05)["status"] == "unknown"
+    assert same_window.capacity(None, 98.0, reference, 0.05)["status"] == "unknown"
+
+
+def test_verify_records_the_same_window_gate_and_its_verdict() -> None:
+    """gate_outcome keeps the pair's status (a passed pair without a comparable stored baseline is passed
+    and recorded, never 'baseline recorded'); an inconclusive gate is the verdict 'inconclusive'; the
+    table shows both arms, the bound and the pairs."""
+    gate = same_window.gate_result(
+        runs({4: [100.0 * j for j in JITTER]}), runs({4: [100.2, 99.9, 100.1]}), shortfall_pct=5, max_pairs=6,
+        seed=3, final=False,
+    )  # fmt: skip
+    out = verify_gate.gate_outcome(gate, {"source": "none", "reason": "none"}, record="auto", layers_ok=True)
+    assert out["status"] == "passed"
+    assert out["record"] is True
+    kept = verify_gate.gate_outcome(gate, {"source": "recorded"}, record="auto", layers_ok=True)
+    assert kept["status"] == "passed"
+    assert kept["record"] is False
+    table = verify_gate.gate_table(gate)
+    for column in ("arm A", "arm B", "bound", "pairs"):
+        assert column in table
+    inconclusive = {"status": "inconclusive", "reason": "undecided at C=4", "mode": "same_window"}
+    verdict = verify_gate.verdict({"bench": {"status": "passed"}, "gate": inconclusive}, require_gate=True)
+    assert verdict == {"status": "inconclusive", "reason": "undecided at C=4", "failed": []}
+    failed = verify_gate.verdict(
+        {"bench": {"status": "passed"}, "gate": inconclusive, "startup": {"status": "failed", "reason": "x"}},
+        require_gate=True,
+    )
+    assert failed["status"] == "failed"
+
+
+def test_the_report_says_what_decided_the_gate_and_the_pair_s_rule_seed_and_capacity() -> None:
+    from sglang_deploy.verify_report import _same_window_lines  # noqa: PLC0415
+
+    gate = same_window.gate_result(
+        runs({4: [100.0 * j for j in JITTER]}), runs({4: [90.0, 89.5, 90.4]}), shortfall_pct=5, max_pairs=6,
+        seed=42, final=False,
+    )  # fmt: skip
+    gate["decided_by"] = "same window: arm A, release r1 measured before the change (2026-12-05T07:00:00Z)"
+    capacity = same_window.capacity(100.0, 90.0, {"output_tps": 100.0, "at": "t0"}, 0.05)
+    text = "\n".join(_same_window_lines(gate, capacity))
+    assert "Compared with: same window: arm A, release r1" in text
+    assert "seed 42" in text
+    assert "C=4: B/A -10.0%" in text
+    assert "Capacity: steady" in text
+    stored = {"decided_by": "recorded baseline (no same window: no release serves on this host)"}
+    assert _same_window_lines(stored, None) == [f"Compared with: {stored['decided_by']}", ""]
+
+
+def test_the_calibration_record_of_two_arms_of_the_same_release() -> None:
+    """A/A pairs with about 1 % paired spread: few pairs suffice to fail a 10 % regression at 5 % allowed,
+    the gate's repetitions are at least 3 and at most the cap; a noisy level needs the cap or more."""
+    rng = random.Random(5)
+    quiet_a = [100.0 * math.exp(rng.gauss(0, 0.007)) for _ in range(6)]
+    quiet_b = [100.0 * math.exp(rng.gauss(0, 0.007)) for _ in range(6)]
+    noisy_a = [100.0 * math.exp(rng.gauss(0, 0.06)) for _ in range(6)]
+    noisy_b = [100.0 * math.exp(rng.gauss(0, 0.06)) for _ in range(6)]
+    record = same_window.calibration_record(
+        runs({1: quiet_a}), runs({1: quiet_b}), shortfall_pct=5, detect_pct=10, max_pairs=6, seed=1
+    )
+    assert record["repetitions"] == 3
+    assert record["levels"]["1"]["pairs_needed"] == 3
+    assert record["levels"]["1"]["power_at_cap"] > 0.95
+    assert 0.0 <= record["false_alarm_rate"] <= 0.05
+    noisy = same_window.calibration_record(
+        runs({1: quiet_a, 4: noisy_a}), runs({1: quiet_b, 4: noisy_b}), shortfall_pct=5, detect_pct=10,
+        max_pairs=6, seed=1,
+    )  # fmt: skip
+    assert noisy["levels"]["4"]["spread"] > noisy["levels"]["1"]["spread"]
+    assert noisy["repetitions"] == 6  # the noisy level needs the cap (or more than it)
+    assert noisy["levels"]["4"]["power_at_cap"] < 0.95
+
+
+def test_no_figure_of_the_gate_is_masked_by_the_secret_name_rule() -> None:
+    """verify-results.json is scrubbed by field name (a word 'pass' is a secret's): the gate's fields
+    must all stay readable."""
+    secret_names = load_module("secret_names", REPO / "plugins/module_utils/secret_names.py")
+    gate = same_window.gate_result(
+        runs({4: [100.0] * 3}),
+        runs({4: [100.1, 99.9, 100.0]}),
+        shortfall_pct=5,
+        max_pairs=6,
+        seed=1,
+        final=True,
+    )
+    names = set(gate) | {name for row in gate["rows"] for name in row}
+    assert [name for name in names if secret_names.is_secret_name(name)] == []

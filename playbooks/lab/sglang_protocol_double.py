@@ -209,14 +209,32 @@ def jitter(config: dict[str, Any]) -> float:
     return max(0.05, 1.0 + cv * random.Random(window).gauss(0.0, 1.0))
 
 
+# The HOST's pace (a test knob): /etc/sglang-protocol-double/host.json ``{"pace": 0.9}``, read at every
+# request, scales the rate of whichever release runs, as a change of the host's capacity (a neighbour on
+# the machine, clocks, thermals) slows every release alike: the same-window verdict's e2e drops it for
+# both arms. Absent: 1.
+HOST_PACE_FILE = Path("/etc/sglang-protocol-double/host.json")
+
+
+def host_pace() -> float:
+    try:
+        data = json.loads(HOST_PACE_FILE.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return 1.0
+    pace = data.get("pace", 1.0) if isinstance(data, dict) else 1.0
+    return float(pace) if isinstance(pace, int | float) and pace > 0 else 1.0
+
+
 def tokens_per_s() -> float:
     """The rate now: <release>/protocol-double.json's tokens_per_s when the file is there, else the flag
-    (times its jitter factor)."""
+    (times its jitter factor), times SGLANG_DOUBLE_PACE and the host's pace."""
     try:
         config = release_config()
-        return float(config.get("tokens_per_s", MINE.double_tokens_per_s)) * jitter(config) * PACE
+        return (
+            float(config.get("tokens_per_s", MINE.double_tokens_per_s)) * jitter(config) * PACE * host_pace()
+        )
     except (OSError, ValueError):  # a file being rewritten: the rate at start
-        return TPS * PACE
+        return TPS * PACE * host_pace()
 
 
 PACE = float(os.environ.get("SGLANG_DOUBLE_PACE", "1") or 1)

@@ -632,6 +632,18 @@ def gate_outcome(
     out["record"] = False
     if gated["status"] == "failed":
         return out
+    if gated.get("mode") == "same_window":
+        # the pair decided (passed, inconclusive, ungated); a passed pair is recorded as the stored
+        # baseline of its fingerprint when none is comparable (auto) or always (true): the baseline stays
+        # the gate of a run with no serving release before it and the long-term reference
+        if (
+            gated["status"] == "passed"
+            and layers_ok
+            and (mode == "true" or (mode == "auto" and baseline.get("source") == "none"))
+        ):
+            out["record"] = True
+            out["reason"] = gated["reason"] + "; recorded as the host's stored baseline of this workload"
+        return out
     if baseline.get("source") == "none" or gated["status"] == "ungated":
         if mode in ("auto", "true") and layers_ok:
             out["status"] = "baseline_recorded"
@@ -798,11 +810,13 @@ _TITLES = {
 
 
 def verdict(results: dict[str, Any], *, require_gate: bool) -> dict[str, Any]:
-    """The run's one status: ``{status: passed|failed|ungated|baseline recorded|skipped, reason, failed}``.
+    """The run's one status: ``{status: passed|failed|inconclusive|ungated|baseline recorded|skipped, reason,
+    failed}``.
 
     failed: any layer failed (also an ``ungated`` gate under ``require_gate``); baseline recorded: the
     gate found no comparable baseline and this run was recorded; ungated: no baseline and nothing
-    recorded; skipped: the benchmark and gate did not run (layers 1-5 only); passed: gated and passed."""
+    recorded; skipped: the benchmark and gate did not run (layers 1-5 only); passed: gated and passed;
+    inconclusive: the same-window pair neither passed nor failed at its cap of repetitions (never passed)."""
     failed = [k for k in VERDICT_LAYERS if (results.get(k) or {}).get("status") == "failed"]
     gate_status = (results.get("gate") or {}).get("status")
     if gate_status == "ungated" and require_gate:
@@ -816,6 +830,8 @@ def verdict(results: dict[str, Any], *, require_gate: bool) -> dict[str, Any]:
                 why = f"{why} (verify_require_gate: a run that cannot be gated fails)"
             reasons.append(f"layer {_TITLES[key]}: {why}")
         return {"status": "failed", "reason": "; ".join(reasons), "failed": failed}
+    if gate_status == "inconclusive":
+        return {"status": "inconclusive", "reason": results["gate"]["reason"], "failed": []}
     if gate_status == "baseline_recorded":
         return {"status": "baseline recorded", "reason": results["gate"]["reason"], "failed": []}
     if gate_status == "ungated":
@@ -836,7 +852,10 @@ def _fmt(value: Any, suffix: str = "") -> str:
 
 def gate_table(result: dict[str, Any]) -> str:
     """The gate's rows as a fixed-width text table: level, expected, measured, delta, allowed, margin,
-    verdict."""
+    verdict. The same-window gate: arm A and arm B (medians), B/A, its one-sided bound, the allowed
+    shortfall, the margin of the bound above it, the pairs and the verdict."""
+    if result.get("mode") == "same_window":
+        return _same_window_table(result)
     header = (
         f"{'level':>6} {'expected':>10} {'measured':>10} {'delta':>8} {'allowed':>8} {'margin':>8}  verdict"
     )
@@ -848,5 +867,22 @@ def gate_table(result: dict[str, Any]) -> str:
             f"{'C=' + str(row['level']):>6} {_fmt(row['expected']):>10} {_fmt(row['measured']):>10} "
             f"{_fmt(row['delta_pct'], '%'):>8} {allowed_text:>8} "
             f"{_fmt(row.get('margin_pct'), '%'):>8}  {row['verdict']}"
+        )
+    return "\n".join(lines)
+
+
+def _same_window_table(result: dict[str, Any]) -> str:
+    header = (
+        f"{'level':>6} {'arm A':>10} {'arm B':>10} {'B/A':>8} {'bound':>8} {'allowed':>8} {'margin':>8} "
+        f"{'pairs':>5}  verdict"
+    )
+    lines = [header, "-" * len(header)]
+    for row in result.get("rows", []):
+        allowed = row.get("allowed_pct")
+        allowed_text = f"-{allowed:.1f}%" if allowed is not None else "-"
+        lines.append(
+            f"{'C=' + str(row['level']):>6} {_fmt(row['expected']):>10} {_fmt(row['measured']):>10} "
+            f"{_fmt(row['delta_pct'], '%'):>8} {_fmt(row.get('lower_pct'), '%'):>8} {allowed_text:>8} "
+            f"{_fmt(row.get('margin_pct'), '%'):>8} {row.get('pairs', 0):>5}  {row['verdict']}"
         )
     return "\n".join(lines)

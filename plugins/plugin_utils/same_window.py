@@ -25,7 +25,7 @@ import math
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 try:
     from scipy import stats
@@ -244,3 +244,263 @@ def calibrate(
             )
         )
     return tuple(out)
+
+
+# ---- the wiring into verify's transaction (issue 34 items 1-3, 5): pure, called by the filters of ----
+# ---- plugins/filter/same_window.py ---------------------------------------------------------------
+
+PROBE_REP = -1  # the capacity probe's repetition number in an arm's run order (it runs first)
+
+
+def run_order(
+    levels: Sequence[int], repetitions: int, seed: int, arm: str, first: int = 0
+) -> list[list[int]]:
+    """Every (level, repetition) of one arm from repetition ``first`` up to ``repetitions`` - 1, in a
+    random order drawn from ``seed`` and the arm's name (arm A and arm B get different orders, each
+    reproducible from the seed in the record)."""
+    items = [[int(level), rep] for rep in range(int(first), int(repetitions)) for level in levels]
+    random.Random(f"{int(seed)}:{arm}").shuffle(items)
+    return items
+
+
+def _per_level(rows: Sequence[Mapping[str, Any]]) -> dict[int, list[Mapping[str, Any]]]:
+    """An arm's per-run rows ({level, rep, output_tps, errors, ...}) by level, in repetition order,
+    the probe left out."""
+    out: dict[int, list[Mapping[str, Any]]] = {}
+    for row in sorted(rows, key=lambda r: (int(r["level"]), int(r["rep"]))):
+        if int(row["rep"]) >= 0:
+            out.setdefault(int(row["level"]), []).append(row)
+    return out
+
+
+def _tps(row: Mapping[str, Any]) -> float | None:
+    value = row.get("output_tps")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        return None
+    return float(value) if int(row.get("errors") or 0) == 0 else None
+
+
+def _median(values: Sequence[float]) -> float | None:
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2.0
+
+
+def capacity(
+    probe_a: float | None, probe_b: float | None, reference: Mapping[str, Any] | None, shortfall: float
+) -> dict[str, Any]:
+    """The capacity control: the fixed probe (a short decode at concurrency 1) before each arm, against
+    the host's last recorded probe (``reference``: {output_tps, at, release}). Both probes off that
+    reference by more than the allowed shortfall, in the same direction: the host's capacity changed,
+    and since it hit both arms the pair still judges the release (status ``changed``); otherwise
+    ``steady`` (or ``unknown`` without a probe figure or a reference)."""
+    ref = (reference or {}).get("output_tps")
+    ref_value = float(ref) if isinstance(ref, int | float) and not isinstance(ref, bool) and ref > 0 else None
+    out: dict[str, Any] = {
+        "probe_a": probe_a,
+        "probe_b": probe_b,
+        "reference": dict(reference) if reference else None,
+        "probe_ratio_pct": None,
+        "a_vs_reference_pct": None,
+        "b_vs_reference_pct": None,
+        "status": "unknown",
+    }
+    if probe_a and probe_b:
+        out["probe_ratio_pct"] = round((probe_b / probe_a - 1.0) * 100.0, 1)
+    if ref_value is None or not probe_a or not probe_b:
+        have = (
+            f"probe A {probe_a} tok/s, probe B {probe_b} tok/s" if probe_a or probe_b else "no probe figure"
+        )
+        out["reason"] = f"{have}; no earlier probe on this host to compare with (recorded now)"
+        return out
+    delta_a = (probe_a / ref_value - 1.0) * 100.0
+    delta_b = (probe_b / ref_value - 1.0) * 100.0
+    out["a_vs_reference_pct"], out["b_vs_reference_pct"] = round(delta_a, 1), round(delta_b, 1)
+    limit = shortfall * 100.0
+    since = f"the host's last probe ({ref_value:.1f} tok/s, {(reference or {}).get('at') or 'time unknown'})"
+    if abs(delta_a) > limit and abs(delta_b) > limit and (delta_a > 0) == (delta_b > 0):
+        out["status"] = "changed"
+        out["reason"] = (
+            f"the host's capacity changed: probe A {delta_a:+.1f} %, probe B {delta_b:+.1f} % "
+            f"against {since}; it hit both arms, so the same-window pair judges the release, not the host"
+        )
+    else:
+        out["status"] = "steady"
+        out["reason"] = f"probe A {delta_a:+.1f} %, probe B {delta_b:+.1f} % against {since}"
+    return out
+
+
+def gate_result(
+    arm_a: Sequence[Mapping[str, Any]],
+    arm_b: Sequence[Mapping[str, Any]],
+    *,
+    shortfall_pct: float,
+    max_pairs: int,
+    seed: int,
+    final: bool,
+    alpha: float = ALPHA,
+) -> dict[str, Any]:
+    """verify's gate from the same-window pair: ``arm_a``/``arm_b`` are per-run rows ({level, rep,
+    output_tps, errors}) of the serving release measured right before the change and of the new one
+    right after; repetition i of a level pairs with repetition i of the other arm. Per level the
+    three-way ``decide`` (Holm across levels); ``final``: no more repetitions will come (a level still
+    ``more`` is ``inconclusive``). A level with errors in arm B fails; one without a figure in arm A
+    cannot be judged (the gate is ``ungated``: the serving release gave nothing to compare with).
+
+    Returns the gate's dict as verify records it: ``{mode: same_window, status:
+    passed|failed|more|inconclusive|ungated, reason, rows, failed_levels, more_levels, shortfall_pct,
+    tolerance_pct, alpha, max_pairs, seed, confirmable: false}``; rows carry verify's table columns
+    (expected = arm A's median, measured = arm B's, delta, allowed, margin = the one-sided bound's
+    distance from the allowed shortfall) and the pairs, bounds and p-values (``p_within``: the pass test's,
+    named so that the scrubber's secret-name rule, which masks a word ``pass``, leaves it readable)."""
+    shortfall = float(shortfall_pct) / 100.0
+    a_levels, b_levels = _per_level(arm_a), _per_level(arm_b)
+    errors = [lv for lv, rows in b_levels.items() if any(_tps(r) is None for r in rows)]
+    no_a = [lv for lv, rows in a_levels.items() if lv not in errors and any(_tps(r) is None for r in rows)]
+    missing = sorted(lv for lv in b_levels if lv not in a_levels and lv not in errors)
+    pairs: dict[int, list[tuple[float, float]]] = {}
+    for level, rows in b_levels.items():
+        if level in errors or level in no_a or level in missing:
+            continue
+        a_values = [_tps(r) for r in a_levels[level]]
+        b_values = [_tps(r) for r in rows]
+        pairs[level] = [(a, b) for a, b in zip(a_values, b_values, strict=False) if a and b]
+    judged = {lv: p for lv, p in pairs.items() if len(p) >= MIN_PAIRS}
+    too_few = sorted(lv for lv in pairs if lv not in judged)
+    verdict = decide(judged, shortfall, max_pairs=max_pairs, alpha=alpha) if judged else None
+    by_level = {lv.level: lv for lv in verdict.levels} if verdict else {}
+    rows_out: list[dict[str, Any]] = []
+    for level in sorted(b_levels):
+        a_med = _median([v for v in (_tps(r) for r in a_levels.get(level, [])) if v])
+        b_med = _median([v for v in (_tps(r) for r in b_levels[level]) if v])
+        row: dict[str, Any] = {
+            "level": level,
+            "expected": round(a_med, 3) if a_med else None,
+            "measured": round(b_med, 3) if b_med else None,
+            "delta_pct": None,
+            "allowed_pct": round(shortfall * 100.0, 1),
+            "margin_pct": None,
+            "errors": sum(int(r.get("errors") or 0) for r in b_levels[level]),
+            "pairs": len(pairs.get(level, [])),
+        }
+        lv = by_level.get(level)
+        if level in errors:
+            row["verdict"] = "FAIL (errors)"
+        elif lv is None:
+            row["verdict"] = "ungated"
+        else:
+            decision = "inconclusive" if (final and lv.decision == "more") else lv.decision
+            row.update(
+                delta_pct=round((lv.ratio - 1.0) * 100.0, 1),
+                lower_pct=round((lv.lower - 1.0) * 100.0, 1),
+                upper_pct=round((lv.upper - 1.0) * 100.0, 1),
+                margin_pct=round((lv.lower - (1.0 - shortfall)) * 100.0, 1),
+                p_fail=round(lv.p_fail, 4),
+                p_fail_holm=round(lv.p_fail_holm, 4),
+                p_within=round(lv.p_pass, 4),
+                decision=decision,
+                verdict={"pass": "ok", "fail": "FAIL"}.get(decision, decision),
+            )
+        rows_out.append(row)
+    failed = [r["level"] for r in rows_out if r["verdict"] in ("FAIL", "FAIL (errors)")]
+    more = [r["level"] for r in rows_out if r.get("decision") == "more"]
+    open_levels = [r["level"] for r in rows_out if r.get("decision") == "inconclusive"]
+    unjudged = sorted(set(no_a) | set(missing) | set(too_few))
+    bound = f"one-sided {100 * (1 - alpha):g} % bound of B/A, Holm across levels"
+    if failed:
+        status = "failed"
+        reason = (
+            f"the new release fell short of the serving one measured in the same window beyond the allowed "
+            f"{shortfall_pct:g} % ({bound}) or had errors at C={', C='.join(map(str, failed))}"
+        )
+    elif unjudged:
+        status = "ungated"
+        reason = (
+            f"no same-window pair at C={', C='.join(map(str, unjudged))} (arm A, the serving release, gave "
+            f"no figure there, or fewer than {MIN_PAIRS} pairs)"
+        )
+    elif more:
+        status = "more"
+        reason = f"undecided at C={', C='.join(map(str, more))}: more repetitions per arm (cap {max_pairs})"
+    elif open_levels:
+        status = "inconclusive"
+        reason = (
+            f"undecided at C={', C='.join(map(str, open_levels))} after {max_pairs} pairs (the cap): the "
+            f"{bound} straddles the allowed {shortfall_pct:g} % shortfall; neither passed nor failed"
+        )
+    else:
+        lowest = min((r["margin_pct"] for r in rows_out if r["margin_pct"] is not None), default=0.0)
+        status = "passed"
+        reason = (
+            f"{len(rows_out)} level(s) within the allowed {shortfall_pct:g} % of the serving release "
+            f"measured in the same window ({bound}); smallest margin {lowest:+.1f}%"
+        )
+    return {
+        "mode": "same_window",
+        "status": status,
+        "reason": reason,
+        "rows": rows_out,
+        "failed_levels": failed,
+        "more_levels": more,
+        "shortfall_pct": float(shortfall_pct),
+        "tolerance_pct": float(shortfall_pct),
+        "alpha": alpha,
+        "max_pairs": int(max_pairs),
+        "seed": int(seed),
+        "confirmable": False,
+    }
+
+
+def calibration_record(
+    arm_a: Sequence[Mapping[str, Any]],
+    arm_b: Sequence[Mapping[str, Any]],
+    *,
+    shortfall_pct: float,
+    detect_pct: float,
+    max_pairs: int,
+    seed: int,
+) -> dict[str, Any]:
+    """The host's A/A calibration record (issue 34 item 4) from two arms of the SAME serving release
+    (per-run rows as ``gate_result`` takes them): per level the paired spread, the pairs the rule needs
+    to fail a ``detect_pct`` regression with 95 % power at the allowed ``shortfall_pct``, the power at
+    the cap and the measured false-alarm rate (``calibrate``); ``repetitions``: what the gate then runs
+    per arm (the largest need over the levels, at least MIN_PAIRS, at most the cap)."""
+    a_levels, b_levels = _per_level(arm_a), _per_level(arm_b)
+    pairs: dict[int, list[tuple[float, float]]] = {}
+    for level, rows in b_levels.items():
+        a_values = [_tps(r) for r in a_levels.get(level, [])]
+        b_values = [_tps(r) for r in rows]
+        pairs[level] = [(a, b) for a, b in zip(a_values, b_values, strict=False) if a and b]
+    levels = calibrate(
+        pairs,
+        float(shortfall_pct) / 100.0,
+        detect=float(detect_pct) / 100.0,
+        max_pairs=int(max_pairs),
+        seed=int(seed),
+    )
+    needed = [lv.pairs_needed if lv.pairs_needed is not None else int(max_pairs) for lv in levels]
+    return {
+        "shortfall_pct": float(shortfall_pct),
+        "detect_pct": float(detect_pct),
+        "max_pairs": int(max_pairs),
+        "seed": int(seed),
+        "repetitions": min(int(max_pairs), max([MIN_PAIRS, *needed])),
+        "false_alarm_rate": max((lv.false_alarm_rate for lv in levels), default=0.0),
+        "levels": {
+            str(lv.level): {
+                "pairs": lv.pairs,
+                "spread": round(lv.spread, 5),
+                "pairs_needed": lv.pairs_needed,
+                "power_at_cap": round(lv.power_at_cap, 4),
+                "false_alarm_rate": round(lv.false_alarm_rate, 4),
+            }
+            for lv in levels
+        },
+    }

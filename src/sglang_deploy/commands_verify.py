@@ -10,7 +10,7 @@ from pathlib import Path
 
 from . import host_history
 from .commands_run import BAD_INPUT_RC, execute, make_request, out_stream, print_json, run_paths
-from .report import ungated_hosts, verdict_rc
+from .report import INCONCLUSIVE_RC, inconclusive_hosts, ungated_hosts, verdict_rc
 from .runner import new_ident
 from .verify_report import build_report, collect
 
@@ -30,7 +30,10 @@ def run(args: argparse.Namespace) -> int:
     fetch_dir = out_dir / "fetched"
     fetch_dir.mkdir(parents=True, exist_ok=True)
     # ours first: a later -e verify_fetch_dir=... of the user's would win and the report finds nothing
-    extra = (json.dumps({"verify_fetch_dir": str(fetch_dir)}), *request.extra_vars)
+    ours: dict[str, object] = {"verify_fetch_dir": str(fetch_dir)}
+    if getattr(args, "calibrate", False):
+        ours["verify_calibrate"] = True  # the A/A calibration (issue 34 item 4)
+    extra = (json.dumps(ours), *request.extra_vars)
     request = replace(request, ident=ident, extra_vars=extra)
     result = execute(request, args, "verify")
     summary = result.summary
@@ -54,7 +57,13 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         ungated = ungated_hosts(summary)
         paths = run_paths(result)
-        print_json({"schema": 1, "command": "verify", "rc": rc, "ungated": ungated, **built, **paths})
+        inconclusive = inconclusive_hosts(summary)
+        print_json(
+            {
+                "schema": 1, "command": "verify", "rc": rc, "ungated": ungated,
+                "inconclusive": inconclusive, **built, **paths,
+            }
+        )  # fmt: skip
     else:
         stream = out_stream(args)
         for host, info in built["hosts"].items():
@@ -63,7 +72,14 @@ def run(args: argparse.Namespace) -> int:
         for host, why in built["missing"].items():
             print(f"verify {host}: no results fetched: {why}", file=stream)
         print(f"report: {built['report']}", file=stream, flush=True)
-        if rc != result.rc:
+        if rc == INCONCLUSIVE_RC:
+            print(
+                f"verify: inconclusive on {', '.join(inconclusive_hosts(summary))} (the same-window pair "
+                f"neither passed nor failed at its cap of repetitions; never passed): exit {rc}",
+                file=stream,
+                flush=True,
+            )
+        elif rc != result.rc:
             print(
                 f"verify: ungated on {', '.join(ungated_hosts(summary))} (no comparable baseline, none "
                 f"recorded): exit {rc}",

@@ -119,6 +119,31 @@ def _baseline(gate: Any) -> Series:
     return sorted(points.items())
 
 
+def _same_window_lines(gate: dict[str, Any], capacity: Any) -> list[str]:
+    """What decided the gate (the same-window pair or the stored baseline); for the pair, its rule, the
+    seed of both arms' orders and the capacity control (issue 34). In the table above, "baseline" is arm
+    A's median and the margin is the one-sided bound's distance from the allowed shortfall."""
+    lines = [f"Compared with: {_cell(gate.get('decided_by'))}", ""] if gate.get("decided_by") else []
+    if gate.get("mode") != "same_window":
+        return lines
+    bounds = ", ".join(
+        f"C={row.get('level')}: B/A {_fmt(row.get('delta_pct'), signed=True)}, bound "
+        f"{_fmt(row.get('lower_pct'), signed=True)}, {row.get('pairs')} pairs"
+        for row in gate.get("rows") or []
+        if isinstance(row, dict)
+    )
+    lines += [
+        f"Same window: arm A (the serving release, before the change) against arm B (this run), paired by "
+        f"repetition, one-sided {100 * (1 - float(gate.get('alpha') or 0.05)):g} % bounds of B/A, Holm "
+        f"across levels, allowed shortfall {_fmt(gate.get('shortfall_pct'))} %, cap "
+        f"{_cell(gate.get('max_pairs'))} pairs, seed {_cell(gate.get('seed'))}: {_cell(bounds or '-')}.",
+        "",
+    ]
+    if isinstance(capacity, dict) and capacity.get("status"):
+        lines += [f"Capacity: {_cell(capacity.get('status'))} - {_cell(capacity.get('reason'))}", ""]
+    return lines
+
+
 def throughput_series(results: dict[str, Any]) -> dict[str, Series]:
     """The chart's lines: this run, the baseline (when one applied), the run after a rollback."""
     series = {
@@ -237,6 +262,7 @@ def _host_section(entry: HostResults, chart: Path | None, base: Path) -> list[st
         baseline_value = gate.get("baseline")
         baseline: dict[str, Any] = baseline_value if isinstance(baseline_value, dict) else {}
         lines += ["", f"Baseline: {_cell(baseline.get('source'))} - {_cell(baseline.get('reason'))}", ""]
+        lines += _same_window_lines(gate, results.get("capacity"))
         mode = gate.get("prompts_mode")
         if mode:
             per_level = gate.get("prompts_per_level") or {}

@@ -145,9 +145,55 @@ def _gate(v: Mapping[str, Any], bad: Any) -> None:
             "auto (record when there is no comparable baseline), "
             "true (also refresh one from a passed gate), false",
         )
+    _same_window(v, bad)
     for var in ("verify_gate_confirm", "verify_require_gate", "verify_require_speculation_gain"):
         if str(v.get(var)).lower() not in TRUE_FALSE:
             bad(var, v.get(var), "true or false")
+
+
+def _same_window(v: Mapping[str, Any], bad: Any) -> None:
+    """The same-window pair: repetitions and their cap, the allowed shortfall, the seed, the probe, what
+    an inconclusive verdict does."""
+    if str(v.get("verify_same_window")).lower() not in TRUE_FALSE:
+        bad("verify_same_window", v.get("verify_same_window"), "true or false")
+    reps, cap = v.get("verify_same_window_repetitions"), v.get("verify_same_window_max_repetitions")
+    reps_ok = full("[0-9]{1,2}", str(reps)) and int(str(reps)) >= 3
+    if not reps_ok:
+        bad("verify_same_window_repetitions", reps, "an integer 3..99 (a paired t bound needs 3 pairs)")
+    if not (full("[0-9]{1,2}", str(cap)) and int(str(cap)) >= (int(str(reps)) if reps_ok else 3)):
+        bad(
+            "verify_same_window_max_repetitions",
+            cap,
+            "an integer 3..99, at least verify_same_window_repetitions (the cap of pairs per level)",
+        )
+    shortfall = v.get("verify_same_window_shortfall_pct")
+    if not (full(NUMBER, str(shortfall)) and 0 < float(str(shortfall)) < 100):
+        bad(
+            "verify_same_window_shortfall_pct",
+            shortfall,
+            "a number 0 < x < 100 (percent B may fall short of A)",
+        )
+    if not full("([0-9]{1,9})?", str(v.get("verify_same_window_seed"))):
+        bad(
+            "verify_same_window_seed",
+            v.get("verify_same_window_seed"),
+            '"" (drawn per run) or an integer 0..999999999',
+        )
+    probe = v.get("verify_same_window_probe_prompts")
+    if not (full("[0-9]{1,4}", str(probe)) and 1 <= int(str(probe)) <= 1000):
+        bad("verify_same_window_probe_prompts", probe, "an integer 1..1000 (prompts of the capacity probe)")
+    if v.get("verify_same_window_inconclusive") not in ("rollback", "keep"):
+        bad(
+            "verify_same_window_inconclusive",
+            v.get("verify_same_window_inconclusive"),
+            "rollback (the last good state serves again) or keep (the new state keeps serving)",
+        )
+    if not full(PATH + r"[A-Za-z0-9_@+=:,.-]", str(v.get("verify_same_window_capacity_file"))):
+        bad(
+            "verify_same_window_capacity_file",
+            v.get("verify_same_window_capacity_file"),
+            f"an absolute file path of {PATH_CHARS}",
+        )
 
 
 def _speculation(v: Mapping[str, Any], bad: Any) -> None:
