@@ -114,6 +114,9 @@ def test_verify_needs_preflight_facts_and_the_launch_spec() -> None:
             'verify_same_window_inconclusive="pass": allowed rollback',
         ),
         ({"verify_same_window_capacity_file": "rel/x.json"}, 'verify_same_window_capacity_file="rel/x.json"'),
+        ({"verify_calibrate": "sometimes"}, 'verify_calibrate="sometimes": allowed true or false'),
+        ({"verify_calibration_detect_pct": 5}, "verify_calibration_detect_pct=5: allowed a number above"),
+        ({"verify_calibration_record": ["x"]}, 'verify_calibration_record="not a mapping"'),
     ],
 )
 def test_verify_bad_inputs_are_named(over: dict[str, Any], expected: str) -> None:

@@ -84,6 +84,13 @@ def _add_verify(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         metavar="DIR",
         help="where the report, charts and fetched files go (default: <artifacts>/verify/<run id>)",
     )
+    p.add_argument(
+        "--calibrate",
+        action="store_true",
+        help="A/A calibration: benchmark the serving release against itself as both arms of the "
+        "same-window pair and record the host's paired spread (verify_calibration_file); the gate's "
+        "repetitions per arm then come from it",
+    )
     p.set_defaults(handler="sglang_deploy.commands_verify:run")
 
 

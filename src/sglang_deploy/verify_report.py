@@ -139,6 +139,15 @@ def _same_window_lines(gate: dict[str, Any], capacity: Any) -> list[str]:
         f"{_cell(gate.get('max_pairs'))} pairs, seed {_cell(gate.get('seed'))}: {_cell(bounds or '-')}.",
         "",
     ]
+    calibration = gate.get("calibration")
+    if isinstance(calibration, dict) and calibration.get("false_alarm_rate") is not None:
+        lines += [
+            f"Calibration (A/A, {_cell(calibration.get('recorded_at'))}): measured false-alarm rate "
+            f"{_fmt(float(calibration['false_alarm_rate']) * 100.0)} %, "
+            f"{_cell(calibration.get('repetitions'))} repetition(s) per arm for 95 % power against a "
+            f"{_fmt(calibration.get('detect_pct'))} % regression.",
+            "",
+        ]
     if isinstance(capacity, dict) and capacity.get("status"):
         lines += [f"Capacity: {_cell(capacity.get('status'))} - {_cell(capacity.get('reason'))}", ""]
     return lines

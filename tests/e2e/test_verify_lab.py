@@ -589,6 +589,34 @@ def test_same_window_a_host_slower_for_both_arms_passes(double: dict[str, Any]) 
         lab_exec("rm", "-f", HOST_PACE)
 
 
+def test_calibrate_records_the_host_s_paired_spread(double: dict[str, Any]) -> None:
+    """`sglang-deploy verify --calibrate`: the serving release against itself as both arms (the cap, 6
+    repetitions each), judged as an upgrade is; the host's paired spread, the pairs needed and the measured
+    false-alarm rate go to host_vars/<host>/verify_calibration.yml, and the report shows them."""
+    cli = REPO / ".venv" / "bin" / "sglang-deploy"
+    report = double["tmp"] / "calibrate-report"
+    run = subprocess.run(
+        [str(cli), "verify", "--calibrate", "-i", double["inventory"],
+         "-e", extra(double["tmp"], "calibrate", 100), "--artifacts", str(double["tmp"] / "calibrate-art"),
+         "--report-dir", str(report), "--progress", "plain"],
+        capture_output=True, text=True, check=False, cwd=REPO, timeout=3600,
+    )  # fmt: skip
+    out = run.stdout + run.stderr
+    path = Path(double["inventory"]).parent / "host_vars" / LAB_HOST / "verify_calibration.yml"
+    assert path.is_file(), out[-6000:]
+    record = yaml.safe_load(path.read_text().replace("!unsafe ", ""))["verify_calibration_record"]
+    assert sorted(record["levels"]) == ["1", "4"], record
+    assert 3 <= record["repetitions"] <= 6, record
+    assert all(row["pairs"] == 6 for row in record["levels"].values()), record
+    gate = host_results()["results"]["gate"]
+    assert gate["decided_by"].startswith("calibration (A/A): the serving release"), gate["decided_by"]
+    print(f"calibration (rc {run.returncode}, gate {gate['status']}): {record}")
+    # an identical release: the pair passes, or the A/A run is a measured false alarm the record counts
+    assert run.returncode in (0, 2, 7), out[-6000:]
+    assert "Compared with: calibration (A/A): the serving release" in (report / "report.md").read_text()
+    no_key_anywhere(out, [path.parent, report])
+
+
 def site(double: dict[str, Any], name: str, tokens_per_s: float, **more: Any) -> tuple[int, str]:
     """The whole site.yml with the double (verify_benchmark auto: layers 6-8 run on a change)."""
     run = playbook(

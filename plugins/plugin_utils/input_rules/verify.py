@@ -188,6 +188,18 @@ def _same_window(v: Mapping[str, Any], bad: Any) -> None:
             v.get("verify_same_window_inconclusive"),
             "rollback (the last good state serves again) or keep (the new state keeps serving)",
         )
+    if str(v.get("verify_calibrate")).lower() not in TRUE_FALSE:
+        bad("verify_calibrate", v.get("verify_calibrate"), "true or false")
+    detect = v.get("verify_calibration_detect_pct")
+    low = float(str(shortfall)) if full(NUMBER, str(shortfall)) else 0.0
+    if not (full(NUMBER, str(detect)) and low < float(str(detect)) < 100):
+        bad(
+            "verify_calibration_detect_pct",
+            detect,
+            "a number above verify_same_window_shortfall_pct and below 100 (the regression to catch, %)",
+        )
+    if not isinstance(v.get("verify_calibration_record", {}), Mapping):
+        bad("verify_calibration_record", "not a mapping", "a mapping (written by --calibrate)")
     if not full(PATH + r"[A-Za-z0-9_@+=:,.-]", str(v.get("verify_same_window_capacity_file"))):
         bad(
             "verify_same_window_capacity_file",
