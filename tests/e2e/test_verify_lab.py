@@ -499,9 +499,8 @@ PROFILE = {"ANSIBLE_CALLBACKS_ENABLED": "ansible.posix.profile_tasks"}  # the ti
 def site_timed(double: dict[str, Any], name: str, tokens_per_s: float) -> tuple[int, str]:
     """site.yml with the double at ``tokens_per_s`` in its unit (a unit change: the service stage
     restarts the server, so the same-window pair runs), profile_tasks' times at the end of the output."""
-    run = playbook(
-        "-i", double["inventory"], "site.yml", "-e", extra(double["tmp"], name, tokens_per_s), env=PROFILE
-    )
+    more = extra(double["tmp"], name, tokens_per_s, verify_same_window=True)  # off by default for now
+    run = playbook("-i", double["inventory"], "site.yml", "-e", more, env=PROFILE)
     return run.returncode, run.stdout + run.stderr
 
 
