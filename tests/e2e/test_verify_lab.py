@@ -524,6 +524,7 @@ def same_window_gate(out: str) -> dict[str, Any]:
     return gate
 
 
+@pytest.mark.same_window_lab
 def test_same_window_a_healthy_upgrade_passes(double: dict[str, Any]) -> None:
     """A unit change that keeps the pace (100 -> 100.0 tok/s in its ExecStart): the serving release is
     benchmarked before the service stage restarts it (arm A), the new unit after (arm B), and the pair
@@ -537,6 +538,7 @@ def test_same_window_a_healthy_upgrade_passes(double: dict[str, Any]) -> None:
     no_key_anywhere(out, [])
 
 
+@pytest.mark.same_window_lab
 def test_same_window_a_15_percent_slower_release_fails_and_is_rolled_back(double: dict[str, Any]) -> None:
     """The unit made 15 % slower (85 tok/s): arm B falls short of arm A beyond the allowed 5 % (the
     one-sided bound, Holm across levels), the verdict fails, the last good state (100.0) comes back and
@@ -557,6 +559,7 @@ def test_same_window_a_15_percent_slower_release_fails_and_is_rolled_back(double
     no_key_anywhere(out, [])
 
 
+@pytest.mark.same_window_lab
 def test_same_window_a_host_slower_for_both_arms_passes(double: dict[str, Any]) -> None:
     """The HOST's pace drops 10 % (the double's host.json: every release alike) and a healthy unit change
     (100.0 <-> 100) runs: both arms see the drop, the pair passes and the capacity control reports the
@@ -590,6 +593,7 @@ def test_same_window_a_host_slower_for_both_arms_passes(double: dict[str, Any]) 
         lab_exec("rm", "-f", HOST_PACE)
 
 
+@pytest.mark.same_window_lab
 def test_calibrate_records_the_host_s_paired_spread(double: dict[str, Any]) -> None:
     """`sglang-deploy verify --calibrate`: the serving release against itself as both arms (the cap, 6
     repetitions each), judged as an upgrade is; the host's paired spread, the pairs needed and the measured
