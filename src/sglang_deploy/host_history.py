@@ -14,18 +14,15 @@ gate adds nothing (its figures were judged against nothing, or not measured)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
-import sys
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
-from .paths import repo_root
+from .paths import load_plugin_file
 
 HISTORY_DIR = "history"
 KEEP = 200  # entries per host; the oldest go first
@@ -33,26 +30,7 @@ GATED = frozenset({"passed", "failed", "baseline recorded", "baseline_recorded"}
 _HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
 
 
-def _load_alarm() -> ModuleType:
-    """plugins/plugin_utils/history_alarm.py of the checkout this package runs from (as redact.py
-    loads the secret-name rule: plugins cannot import src/)."""
-    name = "sglang_deploy._history_alarm"
-    if name in sys.modules:
-        return sys.modules[name]
-    relative = Path("plugins", "plugin_utils", "history_alarm.py")
-    path = Path(__file__).resolve().parents[2] / relative
-    if not path.is_file():
-        path = repo_root() / relative
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load the history alarm from {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-ALARM = _load_alarm()
+ALARM = load_plugin_file("plugins/plugin_utils/history_alarm.py", "sglang_deploy._history_alarm")
 
 
 def _number(value: Any) -> float | None:

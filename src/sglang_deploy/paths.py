@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
 from pathlib import Path
+from types import ModuleType
 
 ROOT_ENV = "SGLANG_DEPLOY_ROOT"
 _MARKERS = ("site.yml", "ansible.cfg", "inventory")
@@ -44,3 +47,22 @@ def default_inventory(root: Path) -> Path:
 
 def default_artifacts(root: Path) -> Path:
     return root / "artifacts"
+
+
+def load_plugin_file(relative: str, name: str) -> ModuleType:
+    """A module of the collection's ``plugins/`` tree (``relative`` to the checkout) loaded as ``name``,
+    once: plugins cannot import src/, so a rule both use (the secret-name rule, the history alarm) lives
+    with the plugins and the CLI loads it from there. The package's own checkout first (the editable
+    install), else the checkout `repo_root` finds."""
+    if name in sys.modules:
+        return sys.modules[name]
+    path = Path(__file__).resolve().parents[2] / relative
+    if not path.is_file():
+        path = repo_root() / relative
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {relative} from {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

@@ -2,41 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import shlex
-import sys
 import urllib.parse
 from collections.abc import Iterable, Mapping
-from pathlib import Path
-from types import ModuleType
 
-from .paths import repo_root
+from .paths import load_plugin_file
 
-
-def _load_secret_names() -> ModuleType:
-    """The one secret-name rule, plugins/module_utils/secret_names.py of the checkout this package
-    runs from (plugins cannot import src/, so the rule lives with them; the host lock and the input
-    checks use the same file). The package's own checkout first (the editable install), else the
-    checkout `repo_root` finds."""
-    name = "sglang_deploy._secret_names"
-    if name in sys.modules:
-        return sys.modules[name]
-    relative = Path("plugins", "module_utils", "secret_names.py")
-    path = Path(__file__).resolve().parents[2] / relative
-    if not path.is_file():
-        path = repo_root() / relative
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load the secret-name rule from {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-_RULE = _load_secret_names()
+# The one secret-name rule (plugins/module_utils/secret_names.py; the host lock and the input checks use
+# the same file).
+_RULE = load_plugin_file("plugins/module_utils/secret_names.py", "sglang_deploy._secret_names")
 MASK: str = _RULE.MASK
 # Names of variables/env vars that hold secrets (api keys, tokens, passwords, Ansible's connection and
 # become passwords, vault passwords): the one rule, plugins/module_utils/secret_names.py.
