@@ -850,39 +850,48 @@ def _fmt(value: Any, suffix: str = "") -> str:
     return f"{value}{suffix}"
 
 
+def _allowed(row: dict[str, Any]) -> str:
+    allowed = row.get("allowed_pct")
+    return f"-{allowed:.1f}%" if allowed is not None else "-"
+
+
+# (title, width, cell) per column; the stored-baseline gate's table, then the same-window pair's
+_LEVEL = ("level", 6, lambda row: "C=" + str(row["level"]))
+_VERDICT = ("verdict", 0, lambda row: row["verdict"])
+_BASELINE_COLUMNS = (
+    _LEVEL,
+    ("expected", 10, lambda row: _fmt(row["expected"])),
+    ("measured", 10, lambda row: _fmt(row["measured"])),
+    ("delta", 8, lambda row: _fmt(row["delta_pct"], "%")),
+    ("allowed", 8, _allowed),
+    ("margin", 8, lambda row: _fmt(row.get("margin_pct"), "%")),
+    _VERDICT,
+)
+_SAME_WINDOW_COLUMNS = (
+    _LEVEL,
+    ("arm A", 10, lambda row: _fmt(row["expected"])),
+    ("arm B", 10, lambda row: _fmt(row["measured"])),
+    ("B/A", 8, lambda row: _fmt(row["delta_pct"], "%")),
+    ("bound", 8, lambda row: _fmt(row.get("lower_pct"), "%")),
+    ("allowed", 8, _allowed),
+    ("margin", 8, lambda row: _fmt(row.get("margin_pct"), "%")),
+    ("pairs", 5, lambda row: str(row.get("pairs", 0))),
+    _VERDICT,
+)
+
+
+def _table_line(cells: list[tuple[str, int]]) -> str:
+    *fixed, (last, _width) = cells
+    return " ".join(f"{text:>{width}}" for text, width in fixed) + "  " + last
+
+
 def gate_table(result: dict[str, Any]) -> str:
     """The gate's rows as a fixed-width text table: level, expected, measured, delta, allowed, margin,
     verdict. The same-window gate: arm A and arm B (medians), B/A, its one-sided bound, the allowed
     shortfall, the margin of the bound above it, the pairs and the verdict."""
-    if result.get("mode") == "same_window":
-        return _same_window_table(result)
-    header = (
-        f"{'level':>6} {'expected':>10} {'measured':>10} {'delta':>8} {'allowed':>8} {'margin':>8}  verdict"
-    )
+    columns = _SAME_WINDOW_COLUMNS if result.get("mode") == "same_window" else _BASELINE_COLUMNS
+    header = _table_line([(title, width) for title, width, _cell in columns])
     lines = [header, "-" * len(header)]
     for row in result.get("rows", []):
-        allowed = row.get("allowed_pct")
-        allowed_text = f"-{allowed:.1f}%" if allowed is not None else "-"
-        lines.append(
-            f"{'C=' + str(row['level']):>6} {_fmt(row['expected']):>10} {_fmt(row['measured']):>10} "
-            f"{_fmt(row['delta_pct'], '%'):>8} {allowed_text:>8} "
-            f"{_fmt(row.get('margin_pct'), '%'):>8}  {row['verdict']}"
-        )
-    return "\n".join(lines)
-
-
-def _same_window_table(result: dict[str, Any]) -> str:
-    header = (
-        f"{'level':>6} {'arm A':>10} {'arm B':>10} {'B/A':>8} {'bound':>8} {'allowed':>8} {'margin':>8} "
-        f"{'pairs':>5}  verdict"
-    )
-    lines = [header, "-" * len(header)]
-    for row in result.get("rows", []):
-        allowed = row.get("allowed_pct")
-        allowed_text = f"-{allowed:.1f}%" if allowed is not None else "-"
-        lines.append(
-            f"{'C=' + str(row['level']):>6} {_fmt(row['expected']):>10} {_fmt(row['measured']):>10} "
-            f"{_fmt(row['delta_pct'], '%'):>8} {_fmt(row.get('lower_pct'), '%'):>8} {allowed_text:>8} "
-            f"{_fmt(row.get('margin_pct'), '%'):>8} {row.get('pairs', 0):>5}  {row['verdict']}"
-        )
+        lines.append(_table_line([(cell(row), width) for _title, width, cell in columns]))
     return "\n".join(lines)
