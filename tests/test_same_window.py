@@ -338,10 +338,10 @@ def test_the_calibration_record_of_two_arms_of_the_same_release() -> None:
     """A/A pairs with about 1 % paired spread: few pairs suffice to fail a 10 % regression at 5 % allowed,
     the gate's repetitions are at least 3 and at most the cap; a noisy level needs the cap or more."""
     rng = random.Random(5)
-    quiet_a = [100.0 * math.exp(rng.gauss(0, 0.007)) for _ in range(6)]
-    quiet_b = [100.0 * math.exp(rng.gauss(0, 0.007)) for _ in range(6)]
-    noisy_a = [100.0 * math.exp(rng.gauss(0, 0.06)) for _ in range(6)]
-    noisy_b = [100.0 * math.exp(rng.gauss(0, 0.06)) for _ in range(6)]
+    quiet_a = [100.0 * math.exp(rng.gauss(0, 0.007)) for _rep in range(6)]
+    quiet_b = [100.0 * math.exp(rng.gauss(0, 0.007)) for _rep in range(6)]
+    noisy_a = [100.0 * math.exp(rng.gauss(0, 0.06)) for _rep in range(6)]
+    noisy_b = [100.0 * math.exp(rng.gauss(0, 0.06)) for _rep in range(6)]
     record = same_window.calibration_record(
         runs({1: quiet_a}), runs({1: quiet_b}), shortfall_pct=5, detect_pct=10, max_pairs=6, seed=1
     )
