@@ -37,7 +37,9 @@ front of it with an older pyarrow works, and gives the double its own release di
   PYTHONPATH=.collections .cache/gate-power-live/venv/bin/python bench/gate_power_live.py --trials 10 \
       --cvs 1,3,5 --drifts 0,5,10 --regressions 0,10,20
 (.collections: the checkout as the collection sglang.deploy, which pytest sets up; verify_gate imports
-its module_utils by that name).
+its module_utils by that name). Several runs at once (one cell each, say) need one venv each: the knob
+file lies beside the venv that runs the script and its double. ``--stop-after-s`` starts no trial after
+that many seconds, so a run under a time limit ends with whole trials.
 """
 
 from __future__ import annotations
@@ -128,6 +130,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--k", type=float, default=3.0, help="verify_gate_noise_k")
     parser.add_argument("--gate-reps", type=int, default=3)
     parser.add_argument("--baseline-reps", type=int, default=3)
+    parser.add_argument(
+        "--stop-after-s", type=float, default=0.0, help="start no trial after this many seconds (0: no limit)"
+    )
     parser.add_argument("--out", type=Path, help="also write the table and the trials (JSON) here")
     parser.add_argument(
         "--table-from",
@@ -329,6 +334,8 @@ def main() -> int:
         verify_bench.sharegpt_dataset(PROMPTS, work / "coding-sharegpt.json", args.num_prompts)
         for n in range(args.trials):  # trial by trial over all cells: a slow change of the host's load
             for cell in cells(args):  # spreads over every cell, and a cut-short run still covers them
+                if args.stop_after_s and time.monotonic() - started >= args.stop_after_s:
+                    break
                 name = "-".join(f"{value:g}" for value in cell)
                 trials.append(one_trial(args, spec, knob, cell, work / f"{name}-t{n}"))
                 print(json.dumps(trials[-1]), flush=True)
