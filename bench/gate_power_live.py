@@ -16,8 +16,9 @@ A trial (issue 34 item 7: today's gate and the same-window rule side by side, wi
 1. window 1, the baseline: ``--baseline-reps`` repetitions of every level at the healthy pace P;
 2. window 2, the host has drifted by ``d`` (``--drifts``): arm A (the serving release) at P x (1 - d)
    and arm B (the new release) at P x (1 - d) x (1 - a) x (1 - r), where ``r`` is the regression and
-   ``a`` (``--arm-drifts``) the drift between arm A and arm B themselves; A and B alternate pair by
-   pair (A then B), ``same_window.MIN_PAIRS`` pairs first, then one more pair at a time while
+   ``a`` (``--arm-drifts``) the drift between arm A and arm B themselves; each pair runs A then B or B
+   then A at random (seeded by ``--seed`` and the trial, as the role orders its runs; until 2026-12-05
+   always A then B), ``same_window.MIN_PAIRS`` pairs first, then one more pair at a time while
    ``same_window.decide`` says ``more``, up to ``--max-pairs``.
 Today's gate judges the first ``--gate-reps`` repetitions of arm B (the new release in window 2, the
 run it gates today) against window 1's baseline with the role's real code; the same-window rule judges
@@ -47,6 +48,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -133,6 +135,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--stop-after-s", type=float, default=0.0, help="start no trial after this many seconds (0: no limit)"
     )
+    parser.add_argument("--seed", type=int, default=1, help="seeds each trial's AB/BA order of the pairs")
     parser.add_argument("--out", type=Path, help="also write the table and the trials (JSON) here")
     parser.add_argument(
         "--table-from",
@@ -207,6 +210,7 @@ def one_trial(
     record = G.baseline_record(base, fp, recorded_at="live", release_id="r1")
     baseline = G.select_baseline(fp, records=G.records_with({}, record), seed_table={}, seed_match={})
     pairs: dict[int, list[tuple[float, float]]] = {level: [] for level in args.levels}
+    order = random.Random(f"{args.seed}-{logdir.name}")  # the pairs' AB/BA order, seeded per trial
     b_rows: list[dict[str, Any]] = []
     window_s = 0.0
     gate_s = 0.0
@@ -214,14 +218,20 @@ def one_trial(
     while True:
         rep = len(pairs[args.levels[0]])
         started = time.monotonic()
-        knob.set(drift, cv=cv)
-        a_rows = measure_rows(spec, dataset, logdir / "a", 1, first=rep)
+        b_first = order.random() < 0.5  # AB or BA, as the role's seeded random order does
+        if not b_first:
+            knob.set(drift, cv=cv)
+            a_rows = measure_rows(spec, dataset, logdir / "a", 1, first=rep)
         knob.set(drift, arm_drift, reg, cv=cv)
         b_started = time.monotonic()
         b_new = measure_rows(spec, dataset, logdir / "b", 1, first=rep)
+        b_took = time.monotonic() - b_started
+        if b_first:
+            knob.set(drift, cv=cv)
+            a_rows = measure_rows(spec, dataset, logdir / "a", 1, first=rep)
         window_s += time.monotonic() - started
         if len(b_rows) < args.gate_reps * len(args.levels):
-            gate_s += time.monotonic() - b_started
+            gate_s += b_took
         b_rows += b_new
         for a_row, b_row in zip(a_rows, b_new, strict=True):
             a_tps, b_tps = a_row.get("output_tps"), b_row.get("output_tps")
