@@ -249,3 +249,28 @@ def test_tools_installs_uv_only_when_its_version_differs(tmp_path: Path, uv: Pat
     assert res["changed"], res
     assert res["installed"] == ["uv 0.9.8"]
     assert res["msg"] == "would install: uv 0.9.8"
+
+
+def test_release_id_is_one_rule_stable_and_input_sensitive() -> None:
+    """One id rule for the stack and the router (the filter sglang.deploy.release_id): key order does
+    not matter, any input does, and the value is the sha256 of the canonical JSON that the stack has
+    always used (a golden value: a changed rule would rename every existing stack release)."""
+    a = {"requirements_in": "torch==2.9.1\n", "patches": ["x"]}
+    assert release.release_id(a) == "1ac9fa63bf8c"
+    assert release.release_id(a) == release.release_id(dict(reversed(a.items())))
+    assert release.release_id(a) != release.release_id({**a, "patches": ["y"]})
+    assert len(release.release_id(a, 16)) == 16
+    for bad in (4, 65):
+        with pytest.raises(ValueError, match=f"length={bad}: allowed an integer from 8 to 64"):
+            release.release_id(a, bad)
+
+
+def test_the_roles_name_their_releases_through_the_one_rule() -> None:
+    """Neither role hashes its own way: the stack's and the router's ids go through release_id."""
+    stack = (REPO / "roles/sglang_stack/vars/main.yml").read_text()
+    router = (REPO / "roles/sglang_router/vars/main.yml").read_text()
+    assert "| sglang.deploy.release_id }}" in stack
+    rule = "{'router_lock_sha256': __sglang_router_lock | hash('sha256')} | sglang.deploy.release_id"
+    assert rule in router
+    for text in (stack, router):
+        assert "hash('sha256'))[:12]" not in text

@@ -6,8 +6,6 @@ them directly.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -90,12 +88,6 @@ def sglang_stack_touched(patch_text: str, strip: int) -> list[str]:
     return files
 
 
-def sglang_stack_release_id(inputs: Mapping[str, Any], length: int = 12) -> str:
-    """Short sha256 over the canonical JSON of everything that defines a release."""
-    blob = json.dumps(inputs, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:length]
-
-
 def sglang_stack_targets(plan: list[Mapping[str, Any]], files: list[str]) -> list[str]:
     """Targets (sglang / flashinfer) of the patches that touch any of `files`."""
     wanted = set(files)
@@ -155,7 +147,6 @@ class FilterModule:
         return {
             "sglang_stack_series": sglang_stack_series,
             "sglang_stack_touched": sglang_stack_touched,
-            "sglang_stack_release_id": sglang_stack_release_id,
             "sglang_stack_lock_summary": lock_pins,
             "sglang_stack_targets": sglang_stack_targets,
             "sglang_stack_checksums": sglang_stack_checksums,

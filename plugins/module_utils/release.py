@@ -7,6 +7,9 @@ at, the one it pointed at before this run (a failed start goes back to it), the 
 release (deploy_state's snapshot: the rollback target) and the release the running process uses. The
 stack and the router had one rule each and they differed (the router spared only the previous one).
 
+The release id is one rule too (:func:`release_id`, the filter sglang.deploy.release_id): the stack's
+inputs and lock digest, the router's lock digest.
+
 The rest of the lifecycle is here too, for the module sglang.deploy.release (tool install, build into
 a new directory, receipt and ``.complete`` written last, prune): the listing of the releases, where
 ``current`` points, the atomic writes, the parsers of dpkg's and uv's answers, uv's sync command line.
@@ -16,11 +19,22 @@ Pure Python (no Ansible import); tests/test_release_prune.py and tests/test_rele
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+
+def release_id(inputs: Mapping[str, Any], length: int = 12) -> str:
+    """The release id, one rule for the stack and the router: the first ``length`` hex digits of the
+    sha256 of the canonical JSON (sorted keys, no spaces) of everything that defines the release. Equal
+    inputs give the same ``releases/<id>`` on every host."""
+    if length < 8 or length > 64:
+        raise ValueError(f"length={length}: allowed an integer from 8 to 64")
+    blob = json.dumps(inputs, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:length]
 
 
 def prune(

@@ -8,6 +8,7 @@ roll's admin path (delegated to the router host, loopback, admin key) takes a wo
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import subprocess
@@ -62,9 +63,11 @@ def test_release_holds_the_pinned_router(host) -> None:
             name,
             pinned,
         )
-    # the release id is the lock's sha256 (first 12 hex)
+    # the release id follows the lock's sha256 through the one rule (sglang.deploy.release_id, as the
+    # stack's): the first 12 hex of the sha256 of the canonical JSON {"router_lock_sha256": <digest>}
     digest = host.check_output(f"sha256sum {release}/requirements.lock").split()[0]
-    assert target.endswith(digest[:12])
+    blob = json.dumps({"router_lock_sha256": digest}, sort_keys=True, separators=(",", ":"))
+    assert target.endswith(hashlib.sha256(blob.encode()).hexdigest()[:12])
     assert host.file(release).user == "root"
 
 
