@@ -94,7 +94,7 @@ def test_verify_needs_preflight_facts_and_the_launch_spec() -> None:
         ({"verify_startup_tolerance_pct": -1}, "verify_startup_tolerance_pct=-1"),
         ({"verify_startup_slack_s": "10s"}, 'verify_startup_slack_s="10s"'),
         ({"verify_baseline_records": ["a", "b"]}, 'verify_baseline_records="2 record(s)": allowed a mapping'),
-        ({"verify_same_window": "often"}, 'verify_same_window="often": allowed true or false'),
+        ({"verify_same_window": "often"}, 'verify_same_window="often": allowed auto, true or false'),
         ({"verify_same_window_repetitions": 2}, "verify_same_window_repetitions=2: allowed an integer 3..99"),
         (
             {"verify_same_window_repetitions": 4, "verify_same_window_max_repetitions": 3},

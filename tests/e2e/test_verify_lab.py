@@ -530,7 +530,7 @@ PROFILE = {"ANSIBLE_CALLBACKS_ENABLED": "ansible.posix.profile_tasks"}  # the ti
 def site_timed(double: dict[str, Any], name: str, tokens_per_s: float) -> tuple[int, str]:
     """site.yml with the double at ``tokens_per_s`` in its unit (a unit change: the service stage
     restarts the server, so the same-window pair runs), profile_tasks' times at the end of the output."""
-    more = extra(double["tmp"], name, tokens_per_s, verify_same_window=True)  # off by default for now
+    more = extra(double["tmp"], name, tokens_per_s, verify_same_window=True)  # auto: off before --calibrate
     run = playbook("-i", double["inventory"], "site.yml", "-e", more, env=PROFILE)
     return run.returncode, run.stdout + run.stderr
 
@@ -651,6 +651,18 @@ def test_calibrate_records_the_host_s_paired_spread(double: dict[str, Any]) -> N
     assert run.returncode in (0, 2, 7), out[-6000:]
     assert "Compared with: calibration (A/A): the serving release" in (report / "report.md").read_text()
     no_key_anywhere(out, [path.parent, report])
+    try:
+        # verify_same_window: auto (the default, not passed here) turns the pair on once the host has
+        # this record: a healthy unit change (100 <-> 100.0) runs arm A, arm B with the record's
+        # repetitions, and the report carries the record's false-alarm rate
+        pace = 100 if "--double-tokens-per-s 100.0" in lab_exec("systemctl", "cat", "sglang-kimi") else 100.0
+        rc, out = site(double, "sw-auto-calibrated", pace)
+        gate = same_window_gate(out)
+        print(f"auto after calibration (rc {rc}): {gate['status']} - {gate['reason']}")
+        assert gate["calibration"]["false_alarm_rate"] == record["false_alarm_rate"], gate
+        assert rc == 0 or gate["status"] != "passed", out[-6000:]
+    finally:
+        path.unlink()  # the cases after this one judge uncalibrated (the stored baseline), as in CI
 
 
 def site(double: dict[str, Any], name: str, tokens_per_s: float, **more: Any) -> tuple[int, str]:
@@ -700,6 +712,11 @@ def test_a_unit_change_that_fails_the_gate_is_reverted(double: dict[str, Any]) -
     results = host_results()
     assert results["status"] == "rolled back"
     assert results["results"]["gate"]["status"] == "failed"
+    # verify_same_window: auto (the default) and no calibration record on this host: the stored baseline
+    # decided, and the gate says why no pair ran
+    decided_by = results["results"]["gate"]["decided_by"]
+    assert decided_by.startswith("recorded baseline (no same window: "), decided_by
+    assert "verify_same_window is auto and this host has no calibration record" in decided_by, decided_by
     assert results["results"]["gate_after_rollback"]["status"] == "passed", results["results"][
         "gate_after_rollback"
     ]

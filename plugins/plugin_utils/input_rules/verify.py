@@ -154,8 +154,8 @@ def _gate(v: Mapping[str, Any], bad: Any) -> None:
 def _same_window(v: Mapping[str, Any], bad: Any) -> None:
     """The same-window pair: repetitions and their cap, the allowed shortfall, the seed, the probe, what
     an inconclusive verdict does."""
-    if str(v.get("verify_same_window")).lower() not in TRUE_FALSE:
-        bad("verify_same_window", v.get("verify_same_window"), "true or false")
+    if str(v.get("verify_same_window")).lower() not in ("auto", *TRUE_FALSE):
+        bad("verify_same_window", v.get("verify_same_window"), "auto, true or false")
     reps, cap = v.get("verify_same_window_repetitions"), v.get("verify_same_window_max_repetitions")
     reps_ok = full("[0-9]{1,2}", str(reps)) and int(str(reps)) >= 3
     if not reps_ok:
