@@ -528,9 +528,10 @@ PROFILE = {"ANSIBLE_CALLBACKS_ENABLED": "ansible.posix.profile_tasks"}  # the ti
 
 
 def site_timed(double: dict[str, Any], name: str, tokens_per_s: float) -> tuple[int, str]:
-    """site.yml with the double at ``tokens_per_s`` in its unit (a unit change: the service stage
-    restarts the server, so the same-window pair runs), profile_tasks' times at the end of the output."""
-    more = extra(double["tmp"], name, tokens_per_s, verify_same_window=True)  # auto: off before --calibrate
+    """site.yml at the default settings with the double at ``tokens_per_s`` in its unit (a unit change:
+    the service stage restarts the server; verify_same_window: auto, and the host is calibrated by the
+    first same-window case, so the pair runs), profile_tasks' times at the end of the output."""
+    more = extra(double["tmp"], name, tokens_per_s)
     run = playbook("-i", double["inventory"], "site.yml", "-e", more, env=PROFILE)
     return run.returncode, run.stdout + run.stderr
 
@@ -549,10 +550,44 @@ def same_window_gate(out: str) -> dict[str, Any]:
     assert results["capacity"]["probe_b"], results["capacity"]
     assert "verify layer 7 (gate) same window: arm A the serving release" in out, out[-6000:]
     assert "Single host: arm A runs while this release still serves its clients" in out
+    # on at the defaults because the host is calibrated: the record's false-alarm rate travels with it
+    assert gate["calibration"].get("false_alarm_rate") is not None, gate
     print(
         f"same window: {gate['status']} - {gate['reason']}\n{gate['table']}\ncapacity: {results['capacity']}"
     )
     return gate
+
+
+@pytest.mark.same_window_lab
+def test_calibrate_records_the_host_s_paired_spread(double: dict[str, Any]) -> None:
+    """First of the same-window cases. `sglang-deploy verify --calibrate`: the serving release against
+    itself as both arms (the cap, 6 repetitions each), judged as an upgrade is; the host's paired spread,
+    the pairs needed and the measured false-alarm rate go to host_vars/<host>/verify_calibration.yml, and
+    the report shows them."""
+    cli = REPO / ".venv" / "bin" / "sglang-deploy"
+    report = double["tmp"] / "calibrate-report"
+    run = subprocess.run(
+        [str(cli), "verify", "--calibrate", "-i", double["inventory"],
+         "-e", extra(double["tmp"], "calibrate", 100), "--artifacts", str(double["tmp"] / "calibrate-art"),
+         "--report-dir", str(report), "--progress", "plain"],
+        capture_output=True, text=True, check=False, cwd=REPO, timeout=3600,
+    )  # fmt: skip
+    out = run.stdout + run.stderr
+    path = Path(double["inventory"]).parent / "host_vars" / LAB_HOST / "verify_calibration.yml"
+    assert path.is_file(), out[-6000:]
+    record = yaml.safe_load(path.read_text().replace("!unsafe ", ""))["verify_calibration_record"]
+    assert sorted(record["levels"]) == ["1", "4"], record
+    assert 3 <= record["repetitions"] <= 6, record
+    assert all(row["pairs"] == 6 for row in record["levels"].values()), record
+    gate = host_results()["results"]["gate"]
+    assert gate["decided_by"].startswith("calibration (A/A): the serving release"), gate["decided_by"]
+    print(f"calibration (rc {run.returncode}, gate {gate['status']}): {record}")
+    # an identical release: the pair passes, or the A/A run is a measured false alarm the record counts
+    assert run.returncode in (0, 2, 7), out[-6000:]
+    assert "Compared with: calibration (A/A): the serving release" in (report / "report.md").read_text()
+    no_key_anywhere(out, [path.parent, report])
+    # the record stays: the same-window cases after this one run at the defaults (verify_same_window:
+    # auto), which turn the pair on for a calibrated host; test_a_unit_change_... removes it
 
 
 @pytest.mark.same_window_lab
@@ -624,47 +659,6 @@ def test_same_window_a_host_slower_for_both_arms_passes(double: dict[str, Any]) 
         lab_exec("rm", "-f", HOST_PACE)
 
 
-@pytest.mark.same_window_lab
-def test_calibrate_records_the_host_s_paired_spread(double: dict[str, Any]) -> None:
-    """`sglang-deploy verify --calibrate`: the serving release against itself as both arms (the cap, 6
-    repetitions each), judged as an upgrade is; the host's paired spread, the pairs needed and the measured
-    false-alarm rate go to host_vars/<host>/verify_calibration.yml, and the report shows them."""
-    cli = REPO / ".venv" / "bin" / "sglang-deploy"
-    report = double["tmp"] / "calibrate-report"
-    run = subprocess.run(
-        [str(cli), "verify", "--calibrate", "-i", double["inventory"],
-         "-e", extra(double["tmp"], "calibrate", 100), "--artifacts", str(double["tmp"] / "calibrate-art"),
-         "--report-dir", str(report), "--progress", "plain"],
-        capture_output=True, text=True, check=False, cwd=REPO, timeout=3600,
-    )  # fmt: skip
-    out = run.stdout + run.stderr
-    path = Path(double["inventory"]).parent / "host_vars" / LAB_HOST / "verify_calibration.yml"
-    assert path.is_file(), out[-6000:]
-    record = yaml.safe_load(path.read_text().replace("!unsafe ", ""))["verify_calibration_record"]
-    assert sorted(record["levels"]) == ["1", "4"], record
-    assert 3 <= record["repetitions"] <= 6, record
-    assert all(row["pairs"] == 6 for row in record["levels"].values()), record
-    gate = host_results()["results"]["gate"]
-    assert gate["decided_by"].startswith("calibration (A/A): the serving release"), gate["decided_by"]
-    print(f"calibration (rc {run.returncode}, gate {gate['status']}): {record}")
-    # an identical release: the pair passes, or the A/A run is a measured false alarm the record counts
-    assert run.returncode in (0, 2, 7), out[-6000:]
-    assert "Compared with: calibration (A/A): the serving release" in (report / "report.md").read_text()
-    no_key_anywhere(out, [path.parent, report])
-    try:
-        # verify_same_window: auto (the default, not passed here) turns the pair on once the host has
-        # this record: a healthy unit change (100 <-> 100.0) runs arm A, arm B with the record's
-        # repetitions, and the report carries the record's false-alarm rate
-        pace = 100 if "--double-tokens-per-s 100.0" in lab_exec("systemctl", "cat", "sglang-kimi") else 100.0
-        rc, out = site(double, "sw-auto-calibrated", pace)
-        gate = same_window_gate(out)
-        print(f"auto after calibration (rc {rc}): {gate['status']} - {gate['reason']}")
-        assert gate["calibration"]["false_alarm_rate"] == record["false_alarm_rate"], gate
-        assert rc == 0 or gate["status"] != "passed", out[-6000:]
-    finally:
-        path.unlink()  # the cases after this one judge uncalibrated (the stored baseline), as in CI
-
-
 def site(double: dict[str, Any], name: str, tokens_per_s: float, **more: Any) -> tuple[int, str]:
     """The whole site.yml with the double (verify_benchmark auto: layers 6-8 run on a change)."""
     run = playbook(
@@ -699,6 +693,9 @@ def test_a_unit_change_that_fails_the_gate_is_reverted(double: dict[str, Any]) -
     (the unit as it was, the service restarted on it and verified again); the combination is known-bad.
     In the lab the service stage starts a unit whose launcher is the double (sglang_service_exec_override),
     so the slower unit really runs: without that restart the gate would pass and this test fail."""
+    # uncalibrated, as in CI, whatever ran before (the same-window cases calibrate this host)
+    calibration = Path(double["inventory"]).parent / "host_vars" / LAB_HOST / "verify_calibration.yml"
+    calibration.unlink(missing_ok=True)
     unit, env, pid, bad = sha(UNIT), sha(NCCL_ENV), main_pid(), len(known_bad())
     rc, out = site(double, "unit-slow", 50)
     assert rc != 0, out[-6000:]
