@@ -1,6 +1,7 @@
 """The same-window decision rule (plugins/plugin_utils/same_window.py) on fixed samples with known
 answers: pass, fail, more repetitions, inconclusive at the cap, Holm across levels, a host whose speed
-drifts under both arms, and the inputs it refuses. The t statistics are checked against the formula."""
+drifts under both arms, one disturbed repetition (Yuen's trimmed t from 5 pairs), and the inputs it
+refuses. The t statistics are checked against the formula."""
 
 from __future__ import annotations
 
@@ -65,6 +66,65 @@ def test_the_p_values_are_the_paired_t_test_of_the_log_ratios() -> None:
     assert level.lower == pytest.approx(math.exp(mean - half))
     assert level.upper == pytest.approx(math.exp(mean + half))
     assert level.ratio == pytest.approx(math.exp(mean))
+
+
+# The lab's healthy upgrade (2026-12-05, C=4, 6 pairs): arm B's second run 11 % low, the rest within 0.7 %
+LAB_A = [386.8, 390.1, 389.1, 389.9, 390.9, 390.8]
+LAB_B = [391.8, 347.4, 391.8, 391.9, 391.1, 389.2]
+
+
+def test_one_disturbed_repetition_no_longer_holds_a_healthy_level_undecided() -> None:
+    """From 5 pairs Yuen's 20 % trimmed t: the lab's healthy upgrade passes at 6 pairs, where the plain
+    paired t's lower bound (-5.5 %) straddled the allowed -5 % and the level ended inconclusive."""
+    diffs = [math.log(b / a) for a, b in zip(LAB_A, LAB_B, strict=True)]
+    plain_lower = sum(diffs) / 6 - stats.t.ppf(0.95, 5) * stats.sem(diffs)
+    assert math.exp(plain_lower) < 0.95  # what the rule decided before: undecided at the cap
+    verdict = decide({4: list(zip(LAB_A, LAB_B, strict=True))}, 0.05, max_pairs=6)
+    [level] = verdict.levels
+    assert verdict.decision == "pass", level
+    assert level.lower > 0.99, level
+    assert 1.0 < level.ratio < 1.005, level  # the trimmed centre: +0.2 %, not the mean's -1.6 %
+
+
+def test_from_5_pairs_the_statistic_is_scipy_s_trimmed_mean_and_standard_error() -> None:
+    rng = random.Random(7)
+    for n in (5, 6, 9, 10, 14, 71):
+        diffs = [rng.gauss(-0.03, 0.02) for _ in range(n)]
+        g = n // 5
+        assert same_window.trimmed(n) == g
+        centre, p_fail, p_pass, lower, upper = same_window.one_sided(diffs, THRESHOLD_5, 0.05)
+        kept = sorted(diffs)[g : n - g]
+        assert centre == pytest.approx(sum(kept) / len(kept), rel=1e-12)
+        winsorized = [kept[0]] * g + kept + [kept[-1]] * g
+        sem = stats.tstd(winsorized) / ((1 - 2 * g / n) * math.sqrt(n))  # Tukey-McLaughlin
+        q = stats.t.ppf(0.95, n - 2 * g - 1)
+        assert lower == pytest.approx(centre - q * sem, rel=1e-9)
+        assert upper == pytest.approx(centre + q * sem, rel=1e-9)
+        assert p_fail == pytest.approx(stats.t.cdf((centre - THRESHOLD_5) / sem, n - 2 * g - 1), rel=1e-9)
+        assert p_fail + p_pass == pytest.approx(1.0)
+    assert [same_window.trimmed(n) for n in (3, 4)] == [0, 0]  # below 5 pairs: the plain t (above)
+
+
+def test_a_slower_release_still_fails_with_one_fast_repetition() -> None:
+    a = [100.0, 101.0, 99.0, 100.0, 100.5, 99.5]
+    b = [85.0, 86.0, 84.5, 100.0, 85.2, 84.9]  # 15 % slower; one run as fast as arm A
+    verdict = decide({4: list(zip(a, b, strict=True))}, 0.05, max_pairs=6)
+    assert verdict.decision == "fail", verdict.levels
+
+
+@pytest.mark.parametrize("pairs", [5, 6, 10])
+def test_at_the_allowance_the_trimmed_rule_fails_and_passes_at_about_alpha(pairs: int) -> None:
+    """Release exactly 5 % slower (the boundary), normal noise: the fail and the pass rate are each near
+    alpha = 5 % (Yuen's t is approximately level alpha), so trimming buys robustness, not false alarms."""
+    rng = random.Random(pairs)
+    runs, fails, passes = 4000, 0, 0
+    for _ in range(runs):
+        level = decide({4: pairs_from([THRESHOLD_5 + rng.gauss(0, 0.03) for _ in range(pairs)])}, 0.05,
+                       max_pairs=pairs).levels[0]  # fmt: skip
+        fails += level.decision == "fail"
+        passes += level.decision == "pass"
+    assert 0.025 < fails / runs < 0.075, fails / runs
+    assert 0.025 < passes / runs < 0.075, passes / runs
 
 
 def test_holm_adjustment() -> None:
