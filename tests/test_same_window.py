@@ -89,7 +89,7 @@ def test_one_disturbed_repetition_no_longer_holds_a_healthy_level_undecided() ->
 def test_from_5_pairs_the_statistic_is_scipy_s_trimmed_mean_and_standard_error() -> None:
     rng = random.Random(7)
     for n in (5, 6, 9, 10, 14, 71):
-        diffs = [rng.gauss(-0.03, 0.02) for _ in range(n)]
+        diffs = [rng.gauss(-0.03, 0.02) for _rep in range(n)]
         g = n // 5
         assert same_window.trimmed(n) == g
         centre, p_fail, p_pass, lower, upper = same_window.one_sided(diffs, THRESHOLD_5, 0.05)
@@ -118,8 +118,8 @@ def test_at_the_allowance_the_trimmed_rule_fails_and_passes_at_about_alpha(pairs
     alpha = 5 % (Yuen's t is approximately level alpha), so trimming buys robustness, not false alarms."""
     rng = random.Random(pairs)
     runs, fails, passes = 4000, 0, 0
-    for _ in range(runs):
-        level = decide({4: pairs_from([THRESHOLD_5 + rng.gauss(0, 0.03) for _ in range(pairs)])}, 0.05,
+    for _run in range(runs):
+        level = decide({4: pairs_from([THRESHOLD_5 + rng.gauss(0, 0.03) for _rep in range(pairs)])}, 0.05,
                        max_pairs=pairs).levels[0]  # fmt: skip
         fails += level.decision == "fail"
         passes += level.decision == "pass"
