@@ -34,6 +34,18 @@ def test_anything_but_a_module_of_the_collection_is_refused(name: str, message: 
         lookup.source_of(name)
 
 
+def test_a_missing_module_is_refused_under_ansible_s_collection_finder() -> None:
+    """Under ansible-playbook the collection finder answers find_spec for a missing module with an
+    exception (ValueError, ImportError), not None: still the lookup's own refusal."""
+    expr = "{{ lookup('sglang.deploy.module_utils_source', 'no_such_module') }}"
+    run = subprocess.run(
+        [str(REPO / ".venv/bin/ansible"), "localhost", "-m", "ansible.builtin.debug", "-a", f"msg={expr}"],
+        cwd=REPO, capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    assert run.returncode != 0
+    assert "'no_such_module' is not a module_utils of sglang.deploy" in run.stdout + run.stderr, run.stdout
+
+
 def test_through_ansible() -> None:
     """ansible's own lookup resolution (FQCN, the collection from ANSIBLE_COLLECTIONS_PATH as the roles
     find it): the text arrives whole."""

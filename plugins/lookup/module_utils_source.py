@@ -57,7 +57,10 @@ def source_of(name: str) -> str:
         raise AnsibleLookupError(
             f"module_utils_source: {name!r} is not a module name (allowed: letters, digits, underscores)"
         )
-    spec = importlib.util.find_spec(f"{_PACKAGE}.{name}")
+    try:
+        spec = importlib.util.find_spec(f"{_PACKAGE}.{name}")
+    except (ImportError, ValueError):  # Ansible's collection finder raises these for a missing module
+        spec = None
     if spec is None or spec.origin is None or not spec.origin.endswith(f"/{name}.py"):
         raise AnsibleLookupError(f"module_utils_source: {name!r} is not a module_utils of sglang.deploy")
     with open(spec.origin, encoding="utf-8") as handle:
