@@ -34,14 +34,19 @@ def test_anything_but_a_module_of_the_collection_is_refused(name: str, message: 
         lookup.source_of(name)
 
 
+def adhoc(expr: str) -> subprocess.CompletedProcess[str]:
+    """`ansible localhost -m debug -a msg=<expr>`: the lookup as a play would call it."""
+    return subprocess.run(
+        [str(REPO / ".venv/bin/ansible"), "localhost", "-m", "ansible.builtin.debug", "-a", f"msg={expr}"],
+        cwd=REPO, capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+
+
 def test_a_missing_module_is_refused_under_ansible_s_collection_finder() -> None:
     """Under ansible-playbook the collection finder answers find_spec for a missing module with an
     exception (ValueError, ImportError), not None: still the lookup's own refusal."""
     expr = "{{ lookup('sglang.deploy.module_utils_source', 'no_such_module') }}"
-    run = subprocess.run(
-        [str(REPO / ".venv/bin/ansible"), "localhost", "-m", "ansible.builtin.debug", "-a", f"msg={expr}"],
-        cwd=REPO, capture_output=True, text=True, check=False, timeout=120,
-    )  # fmt: skip
+    run = adhoc(expr)
     assert run.returncode != 0
     assert "'no_such_module' is not a module_utils of sglang.deploy" in run.stdout + run.stderr, run.stdout
 
@@ -50,10 +55,7 @@ def test_through_ansible() -> None:
     """ansible's own lookup resolution (FQCN, the collection from ANSIBLE_COLLECTIONS_PATH as the roles
     find it): the text arrives whole."""
     expr = "{{ lookup('sglang.deploy.module_utils_source', 'secret_names') | hash('sha256') }}"
-    run = subprocess.run(
-        [str(REPO / ".venv/bin/ansible"), "localhost", "-m", "ansible.builtin.debug", "-a", f"msg={expr}"],
-        cwd=REPO, capture_output=True, text=True, check=False, timeout=120,
-    )  # fmt: skip
+    run = adhoc(expr)
     assert run.returncode == 0, run.stdout + run.stderr
     want = hashlib.sha256((REPO / "plugins/module_utils/secret_names.py").read_bytes()).hexdigest()
     assert want in run.stdout, run.stdout
