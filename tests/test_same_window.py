@@ -220,8 +220,15 @@ def test_calibrate_reports_spread_pairs_needed_and_a_measured_false_alarm_rate()
     assert q.pairs_needed <= 5
     assert q.power_at_cap > 0.99
     assert q.false_alarm_rate <= 0.02  # an identical release at 2 % spread: the gate fails it (almost) never
-    assert n.pairs_needed is None  # 12 % paired spread: 10 pairs cannot catch 10 % with 95 % power
+    # 12 % paired spread: 10 pairs cannot catch 10 % with 95 % power; the need is searched beyond the cap
+    assert n.pairs_needed is not None
+    assert 10 < n.pairs_needed <= same_window.NEEDED_CEILING
+    assert same_window.fail_power(n.spread, n.pairs_needed, 0.05, 0.10) >= 0.95
+    assert same_window.fail_power(n.spread, n.pairs_needed - 1, 0.05, 0.10) < 0.95
     assert n.power_at_cap < 0.95
+    wild = [(100.0, 100.0 * math.exp(0.3 * (-1) ** k)) for k in range(10)]  # 30 % spread
+    [w] = same_window.calibrate({1: wild}, 0.05, detect=0.10, max_pairs=10, resamples=50)
+    assert w.pairs_needed is None  # more than NEEDED_CEILING pairs
 
 
 def test_calibrate_counts_a_hosts_order_effect_as_false_alarms() -> None:
@@ -392,6 +399,19 @@ def test_the_report_says_what_decided_the_gate_and_the_pair_s_rule_seed_and_capa
     assert "Capacity: steady" in text
     stored = {"decided_by": "recorded baseline (no same window: no release serves on this host)"}
     assert _same_window_lines(stored, None) == [f"Compared with: {stored['decided_by']}", ""]
+    # a calibration that needs more pairs than the cap: the report says so and what to set
+    record = {"false_alarm_rate": 0.01, "repetitions": 6, "detect_pct": 10.0, "recorded_at": "t1"}
+    short = dict(gate, calibration={**record, "pairs_needed": 16, "power_at_cap": 0.62})
+    text = "\n".join(_same_window_lines(short, capacity))
+    assert "The cap of 6 pairs is below what this host's spread needs for 95 % power" in text
+    assert "power at the cap 62.0 %" in text
+    assert "set verify_same_window_max_repetitions to 16." in text
+    wild = dict(gate, calibration={**record, "pairs_needed": None, "power_at_cap": 0.2})
+    assert "too noisy for the pair at any cap up to 64" in "\n".join(_same_window_lines(wild, capacity))
+    enough = dict(gate, calibration={**record, "pairs_needed": 4, "power_at_cap": 0.99})
+    assert "The cap of" not in "\n".join(_same_window_lines(enough, capacity))
+    older = dict(gate, calibration=record)  # a record from before pairs_needed: nothing said
+    assert "The cap of" not in "\n".join(_same_window_lines(older, capacity))
 
 
 def test_the_calibration_record_of_two_arms_of_the_same_release() -> None:
@@ -416,6 +436,11 @@ def test_the_calibration_record_of_two_arms_of_the_same_release() -> None:
     assert noisy["levels"]["4"]["spread"] > noisy["levels"]["1"]["spread"]
     assert noisy["repetitions"] == 6  # the noisy level needs the cap (or more than it)
     assert noisy["levels"]["4"]["power_at_cap"] < 0.95
+    # the record says what cap would give the power, and the weakest level's power at today's cap
+    assert noisy["pairs_needed"] == noisy["levels"]["4"]["pairs_needed"] > 6
+    assert noisy["power_at_cap"] == noisy["levels"]["4"]["power_at_cap"]
+    assert record["pairs_needed"] == 3
+    assert record["power_at_cap"] == record["levels"]["1"]["power_at_cap"]
 
 
 def test_no_figure_of_the_gate_is_masked_by_the_secret_name_rule() -> None:

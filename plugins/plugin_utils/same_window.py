@@ -40,6 +40,9 @@ Decision = Literal["pass", "fail", "more", "inconclusive"]
 ALPHA = 0.05
 MIN_PAIRS = 3  # a t bound from fewer pairs is too wide to decide anything at the shortfalls used
 TRIM = 0.2  # Yuen's trimming from 5 pairs: floor(0.2 n) pairs off each end (Wilcox's usual 20 %)
+# How far the calibration searches the pairs a level needs, beyond the role's cap: the record then says
+# what cap would give the power (the cap stays the operator's knob: arm A runs it up front); None above
+NEEDED_CEILING = 64
 
 
 class PairError(ValueError):
@@ -195,7 +198,7 @@ def decide(
 class LevelCalibration:
     """One level of an A/A calibration: the pairs, the paired spread (standard deviation of log(A2/A1)),
     the pairs the rule needs to fail a ``detect`` regression with ``power`` (None: more than
-    ``max_pairs``), the power it has at ``max_pairs``, and the share of resampled A/A runs the rule
+    NEEDED_CEILING), the power it has at ``max_pairs``, and the share of resampled A/A runs the rule
     failed (the measured false-alarm rate of an identical release)."""
 
     level: int
@@ -232,7 +235,8 @@ def calibrate(
 ) -> tuple[LevelCalibration, ...]:
     """The A/A calibration: ``pairs`` are the serving release benchmarked against itself as both arms
     ({level: [(A1, A2), ...]}). Per level, the paired spread, the repetitions the rule needs to fail a
-    ``detect`` regression (0.10 = 10 %) with ``power`` at the allowed ``shortfall``, and the measured
+    ``detect`` regression (0.10 = 10 %) with ``power`` at the allowed ``shortfall`` (searched up to
+    NEEDED_CEILING, beyond ``max_pairs``: None above it), the power at ``max_pairs``, and the measured
     false-alarm rate: the share of ``resamples`` A/A runs of ``max_pairs`` pairs drawn with replacement
     from the measured ones that ``decide`` failed (an identical release, judged as the gate judges). The
     resampling keeps the measured pairs' own mean: an order effect of the host (the second arm always a
@@ -251,7 +255,7 @@ def calibrate(
         needed = next(
             (
                 n
-                for n in range(MIN_PAIRS, max_pairs + 1)
+                for n in range(MIN_PAIRS, NEEDED_CEILING + 1)
                 if fail_power(spread, n, shortfall, detect, alpha) >= power
             ),
             None,
@@ -503,7 +507,9 @@ def calibration_record(
     (per-run rows as ``gate_result`` takes them): per level the paired spread, the pairs the rule needs
     to fail a ``detect_pct`` regression with 95 % power at the allowed ``shortfall_pct``, the power at
     the cap and the measured false-alarm rate (``calibrate``); ``repetitions``: what the gate then runs
-    per arm (the largest need over the levels, at least MIN_PAIRS, at most the cap)."""
+    per arm (the largest need over the levels, at least MIN_PAIRS, at most the cap); ``pairs_needed``:
+    that largest need uncapped (None: more than NEEDED_CEILING), the cap that would give the power, and
+    ``power_at_cap``: the weakest level's power at the cap."""
     a_levels, b_levels = _per_level(arm_a), _per_level(arm_b)
     pairs: dict[int, list[tuple[float, float]]] = {}
     for level, rows in b_levels.items():
@@ -517,13 +523,16 @@ def calibration_record(
         max_pairs=int(max_pairs),
         seed=int(seed),
     )
-    needed = [lv.pairs_needed if lv.pairs_needed is not None else int(max_pairs) for lv in levels]
+    needed = [lv.pairs_needed if lv.pairs_needed is not None else NEEDED_CEILING + 1 for lv in levels]
+    most = max([MIN_PAIRS, *needed])
     return {
         "shortfall_pct": float(shortfall_pct),
         "detect_pct": float(detect_pct),
         "max_pairs": int(max_pairs),
         "seed": int(seed),
-        "repetitions": min(int(max_pairs), max([MIN_PAIRS, *needed])),
+        "repetitions": min(int(max_pairs), most),
+        "pairs_needed": most if most <= NEEDED_CEILING else None,
+        "power_at_cap": round(min((lv.power_at_cap for lv in levels), default=1.0), 4),
         "false_alarm_rate": max((lv.false_alarm_rate for lv in levels), default=0.0),
         "levels": {
             str(lv.level): {

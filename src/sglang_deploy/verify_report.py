@@ -148,6 +148,19 @@ def _same_window_lines(gate: dict[str, Any], capacity: Any) -> list[str]:
             f"{_fmt(calibration.get('detect_pct'))} % regression.",
             "",
         ]
+        needed, cap = calibration.get("pairs_needed", 0), gate.get("max_pairs")
+        if isinstance(cap, int) and (needed is None or (isinstance(needed, int) and needed > cap)):
+            power = calibration.get("power_at_cap")
+            lines += [
+                f"**The cap of {cap} pairs is below what this host's spread needs for 95 % power** "
+                f"(power at the cap {_fmt(float(power) * 100.0) if power is not None else '-'} %): "
+                + (
+                    f"set verify_same_window_max_repetitions to {needed}."
+                    if needed is not None
+                    else "the host is too noisy for the pair at any cap up to 64 pairs."
+                ),
+                "",
+            ]
     if isinstance(capacity, dict) and capacity.get("status"):
         lines += [f"Capacity: {_cell(capacity.get('status'))} - {_cell(capacity.get('reason'))}", ""]
     return lines
