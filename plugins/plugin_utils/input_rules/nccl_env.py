@@ -1,7 +1,8 @@
 """The input rules of the role nccl_env (run by sglang.deploy.validate_inputs; see __init__.py).
 
 The variable names and values themselves are checked by the NCCL variable rule of
-plugins/filter/nccl_env.py (``nccl_env_errors``, also run on the composed file by roles/nccl_env/tasks/main.yml).
+plugins/filter/nccl_env.py (``nccl_env_errors``, also run on the composed file by
+roles/nccl_env/tasks/main.yml).
 """
 
 from __future__ import annotations
