@@ -64,3 +64,15 @@ def test_no_drift_no_router_lines() -> None:
     report = drift_report(summary(), 0)
     assert report["rc"] == 0
     assert report["router_drift"] == []
+
+
+def test_the_router_workers_module_s_report_is_named() -> None:
+    """Role sglang_router's workers entry point reports through module sglang.deploy.router_workers: in
+    check mode its changed result carries the report as a list in msg (one line per server or worker)."""
+    note = "router r1: gpu-node-03 (http://10.0.0.13:30000) is not registered: verify status 'failed'"
+    result = {"changed": True, "msg": [note, MISSING, EXTRA], "missing": [], "removed": []}
+    report = drift_report(
+        summary(("Make the router's worker list equal to the verified servers", "sglang_router", result)), 0
+    )
+    assert report["rc"] == 2
+    assert report["router_drift"] == [MISSING, EXTRA]  # the not-registered note is no drift
