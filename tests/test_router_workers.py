@@ -15,12 +15,13 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
 import yaml
+from http_double import serving
 from modload import REPO, load_module
 
 from sglang_deploy.commands_drift import ROUTER_DRIFT
@@ -140,13 +141,8 @@ def router() -> Iterator[str]:
         {"id": "hand-added", "url": "http://10.0.0.99:30000", "is_healthy": True},
     ]
     RouterDouble.posted = []
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), RouterDouble)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
+    with serving(RouterDouble) as url:
+        yield url
 
 
 def play(tmp_path: Path, api_url: str, *extra: str, admin: str = ADMIN) -> subprocess.CompletedProcess[str]:

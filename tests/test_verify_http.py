@@ -6,12 +6,12 @@ not even the refused one; a normal run sends both and passes."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, ClassVar
 
 import pytest
+from http_double import serving
 from modload import REPO, load_module
 
 verify_http = load_module("verify_http", REPO / "roles/verify/files/verify_http.py")
@@ -58,13 +58,8 @@ class ServerDouble(BaseHTTPRequestHandler):
 @pytest.fixture
 def server() -> Iterator[str]:
     ServerDouble.seen = []
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), ServerDouble)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
+    with serving(ServerDouble) as url:
+        yield url
 
 
 def spec(base: str, **more: Any) -> dict[str, Any]:
