@@ -3,10 +3,12 @@ tests whose doubles speak a real HTTP protocol: SGLang's server, sglang-router's
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 
 @contextmanager
@@ -19,3 +21,18 @@ def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
         yield f"http://127.0.0.1:{httpd.server_address[1]}"
     finally:
         httpd.shutdown()
+
+
+class JsonHandler(BaseHTTPRequestHandler):
+    """A quiet handler whose answers are JSON bodies (None: an empty one)."""
+
+    def log_message(self, *args: Any) -> None:
+        return
+
+    def _answer(self, status: int, body: Any = None) -> None:
+        data = json.dumps(body).encode() if body is not None else b""
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)

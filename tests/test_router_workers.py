@@ -15,13 +15,12 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
 import yaml
-from http_double import serving
+from http_double import JsonHandler, serving
 from modload import REPO, load_module
 
 from sglang_deploy.commands_drift import ROUTER_DRIFT
@@ -80,23 +79,12 @@ def test_all_healthy() -> None:
     assert rule.all_healthy([], [])
 
 
-class RouterDouble(BaseHTTPRequestHandler):
+class RouterDouble(JsonHandler):
     """TEST DOUBLE of sglang-router 0.3.2's /workers admin routes; the class holds its state."""
 
     workers: ClassVar[list[dict[str, Any]]] = []
     posted: ClassVar[list[dict[str, Any]]] = []
     lock = threading.Lock()
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return
-
-    def _answer(self, status: int, body: Any = None) -> None:
-        data = json.dumps(body).encode() if body is not None else b""
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def _admin(self) -> bool:
         if self.headers.get("Authorization") == f"Bearer {ADMIN}":

@@ -5,34 +5,21 @@ not even the refused one; a normal run sends both and passes."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler
 from typing import Any, ClassVar
 
 import pytest
-from http_double import serving
+from http_double import JsonHandler, serving
 from modload import REPO, load_module
 
 verify_http = load_module("verify_http", REPO / "roles/verify/files/verify_http.py")
 KEY = "TestOnlyKey-0123456789abcdef"
 
 
-class ServerDouble(BaseHTTPRequestHandler):
+class ServerDouble(JsonHandler):
     """Test double of an SGLang server's HTTP endpoints (what layer 5 calls)."""
 
     seen: ClassVar[list[str]] = []
-
-    def log_message(self, *args: Any) -> None:
-        return
-
-    def _answer(self, status: int, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def _authorized(self) -> bool:
         return self.headers.get("Authorization") == f"Bearer {KEY}"
