@@ -72,6 +72,28 @@ def test_an_equal_list_is_no_change() -> None:
     assert plan == {"missing": [], "extra": [], "messages": []}
 
 
+def test_plan_removes_the_named_workers_once() -> None:
+    """The roll's drain: `remove` takes a listed worker out whatever `servers` says, once even when pruning
+    would remove it too; one not listed is no change."""
+    now = listed("http://a:1", "http://b:1")
+    plan = rule.plan(now, [], router="r1", prune=False, remove=["http://b:1", "http://gone:1"])
+    assert plan["missing"] == []
+    assert plan["extra"] == [{"id": "id-1", "url": "http://b:1"}]
+    assert plan["messages"] == ["router r1: worker http://b:1 taken out of the router (drain)"]
+    both = rule.plan(
+        now, [server("a", "http://a:1", wanted=True)], router="r1", prune=True, remove=["http://b:1"]
+    )
+    assert both["extra"] == [{"id": "id-1", "url": "http://b:1"}]
+    assert rule.plan(now, [], router="r1", prune=False, remove=["http://c:1"])["extra"] == []
+
+
+def test_none_listed() -> None:
+    now = listed("http://a:1")
+    assert rule.none_listed(now, ["http://b:1"])
+    assert not rule.none_listed(now, ["http://b:1", "http://a:1"])
+    assert rule.none_listed([], [])
+
+
 def test_all_healthy() -> None:
     assert rule.all_healthy(listed("http://a:1", "http://b:1"), ["http://a:1"])
     assert not rule.all_healthy(listed("http://a:1", healthy=False), ["http://a:1"])
@@ -133,20 +155,20 @@ def router() -> Iterator[str]:
         yield url
 
 
-def play(tmp_path: Path, api_url: str, *extra: str, admin: str = ADMIN) -> subprocess.CompletedProcess[str]:
+def play(
+    tmp_path: Path, api_url: str, *extra: str, admin: str = ADMIN, **params: Any
+) -> subprocess.CompletedProcess[str]:
+    """The module through ansible-playbook; ``params`` replace its options (default: three servers)."""
     servers = [
         server("g1", "http://10.0.0.11:30000", wanted=True),
         server("g2", "http://10.0.0.12:30000", wanted=True, api_key=W1_KEY),
         server("g3", "http://10.0.0.13:30000", wanted=False, status="failed"),
     ]
-    task = {
-        "name": "Workers",
-        "sglang.deploy.router_workers": {
-            "api_url": api_url, "admin_key": admin, "router": "r1", "servers": servers, "wait_s": 20,
-            "wait_delay_s": 1,
-        },
-        "register": "out",
+    options = {
+        "api_url": api_url, "admin_key": admin, "router": "r1", "servers": servers, "wait_s": 20,
+        "wait_delay_s": 1, **params,
     }  # fmt: skip
+    task = {"name": "Workers", "sglang.deploy.router_workers": options, "register": "out"}
     report = {"name": "Result", "ansible.builtin.debug": {"var": "out"}}
     book = tmp_path / "play.yml"
     book.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": [task, report]}]))
@@ -205,3 +227,25 @@ def test_a_router_that_does_not_answer(router: str, tmp_path: Path) -> None:
     wrong_key = play(tmp_path, router, admin="not-the-admin-key")
     assert wrong_key.returncode != 0
     assert "answered 401" in wrong_key.stdout
+
+
+def test_remove_takes_one_worker_out_and_waits_until_it_is_gone(router: str, tmp_path: Path) -> None:
+    """The roll's drain through the module: check mode reads and reports; the run DELETEs the worker
+    and returns once the router no longer lists it; the rerun changes nothing; the others stay."""
+    drain: dict[str, Any] = {"servers": [], "prune": False, "remove": ["http://10.0.0.11:30000"]}
+    checked = play(tmp_path, router, "--check", **drain)
+    assert checked.returncode == 0, checked.stdout[-3000:]
+    out = result_of(checked)
+    assert out["changed"] is True
+    assert out["removed"] == [{"id": "keep", "url": "http://10.0.0.11:30000"}]
+    assert out["msg"] == ["router r1: worker http://10.0.0.11:30000 taken out of the router (drain)"]
+    assert len(RouterDouble.workers) == 2  # check mode only read
+
+    applied = play(tmp_path, router, **drain)
+    assert applied.returncode == 0, applied.stdout[-3000:]
+    assert result_of(applied)["changed"] is True
+    assert [w["url"] for w in RouterDouble.workers] == ["http://10.0.0.99:30000"]
+    assert RouterDouble.posted == []
+    again = play(tmp_path, router, **drain)
+    assert again.returncode == 0, again.stdout[-3000:]
+    assert result_of(again)["changed"] is False

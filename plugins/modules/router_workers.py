@@ -18,6 +18,9 @@ description:
     wanted URL healthy (the router adds a worker in a background job, so the POST answers 202).
   - Which servers are wanted is the caller's decision (O(servers[].wanted)); the role sets it from the
     servers' verify verdicts.
+  - The rolling upgrade (playbooks/tasks/router_drain.yml, router_readmit.yml) uses it for one replica at a
+    time - O(remove) to take it out before its restart, one wanted server with O(prune=false) to put it back
+    after its verify - so every change of a router's worker list goes through this one module.
   - "The result's C(msg) is the report, one line per server or worker (for example C(router r1: worker
     http://10.0.0.11:30000 registered but not in the inventory)); C(sglang-deploy drift) names these lines."
   - Check mode reads only (C(GET /workers)) and reports each difference as C(changed), with the line that
@@ -69,12 +72,22 @@ options:
     description: Remove the listed workers that no wanted server has.
     type: bool
     default: true
+  remove:
+    description:
+      - Worker URLs to take out of the router whatever O(servers) says (the rolling upgrade's drain, before
+        the replica's restart); each listed one is removed (C(DELETE /workers/ID)), then the module waits
+        until the router no longer lists it. One that is not listed is no change.
+    type: list
+    elements: str
+    default: []
   timeout_s:
     description: Timeout of one request, seconds.
     type: int
     default: 10
   wait_s:
-    description: How long to wait for the registered workers to be listed healthy, seconds.
+    description: >-
+      How long to wait for the registered workers to be listed healthy, and the removed ones of O(remove)
+      to be no longer listed, seconds.
     type: int
     default: 600
   wait_delay_s:
@@ -99,6 +112,17 @@ EXAMPLES = r"""
       - {host: gpu-node-02, url: "http://10.0.0.12:30000", status: failed, wanted: false}
     prune: true
   register: workers
+
+- name: Take one replica out of the router before its restart (the roll's drain)
+  sglang.deploy.router_workers:
+    api_url: http://127.0.0.1:30080
+    admin_key: "{{ sglang_router_admin_key }}"
+    router: router-01
+    servers: []
+    prune: false
+    remove: [http://10.0.0.12:30000]
+    wait_s: 30
+  delegate_to: router-01
 """
 
 RETURN = r"""
@@ -114,7 +138,8 @@ missing:
   elements: dict
 removed:
   description: >-
-    The listed workers no wanted server has, [{id, url}] (removed unless in check mode); empty without prune.
+    The listed workers no wanted server has (empty without prune) and those of O(remove), [{id, url}]
+    (removed unless in check mode).
   returned: always
   type: list
   elements: dict
@@ -153,6 +178,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "router": {"type": "str", "required": True},
     "servers": {"type": "list", "elements": "dict", "required": True, "options": SERVER_SPEC},
     "prune": {"type": "bool", "default": True},
+    "remove": {"type": "list", "elements": "str", "default": []},
     "timeout_s": {"type": "int", "default": 10},
     "wait_s": {"type": "int", "default": 600},
     "wait_delay_s": {"type": "int", "default": 2},
@@ -199,20 +225,22 @@ class Router:
         if status not in ok:
             raise OSError(f"{method} {self.base}{path} answered {status}")
 
-    def await_healthy(self, urls: list[str], wait_s: int, delay_s: int) -> None:
-        """Until the router lists every URL of ``urls`` healthy; OSError after ``wait_s``."""
-        deadline, now = time.monotonic() + wait_s, []
+    def await_list(self, healthy: list[str], gone: list[str], wait_s: int, delay_s: int) -> None:
+        """Until the router lists every URL of ``healthy`` healthy and none of ``gone``; OSError after
+        ``wait_s``."""
+        deadline, now, answered = time.monotonic() + wait_s, [], False
         while True:
             try:
-                now = self.listed()
+                now, answered = self.listed(), True
             except (OSError, ValueError):
-                now = []
-            if rule.all_healthy(now, urls):
+                now, answered = [], False
+            if rule.all_healthy(now, healthy) and answered and rule.none_listed(now, gone):
                 return
             if time.monotonic() >= deadline:
-                healthy = sorted(w["url"] for w in now if w["healthy"])
+                listed = sorted(w["url"] for w in now if w["healthy"])
                 raise OSError(
-                    f"after {wait_s} s the router lists healthy {healthy}, not all of {sorted(set(urls))}"
+                    f"after {wait_s} s the router lists healthy {listed}, wanted all of "
+                    f"{sorted(set(healthy))} and none of {sorted(set(gone))}"
                 )
             time.sleep(delay_s)
 
@@ -229,7 +257,7 @@ def main() -> None:
         if not module.check_mode:
             module.fail_json(msg=f"router {name}: {router.base}/workers: {error}", **result)
         result["answered"] = False
-    plan = rule.plan(result["listed"], servers, router=name, prune=bool(p["prune"]))
+    plan = rule.plan(result["listed"], servers, router=name, prune=bool(p["prune"]), remove=p["remove"])
     result.update(missing=plan["missing"], removed=plan["extra"], msg=list(plan["messages"]))
     if not result["answered"]:
         note = f"router {name}: not answering on {router.base} (check mode: not installed or not started yet)"
@@ -244,13 +272,14 @@ def main() -> None:
             router.change(
                 "POST", "/workers", {"url": item["url"], **({"api_key": key} if key else {})}, (200, 201, 202)
             )
-        for item in plan["extra"]:
+        for item in plan["extra"]:  # 404: the router has removed it already, which is the goal
             router.change(
-                "DELETE", f"/workers/{urllib.parse.quote(item['id'], safe='')}", None, (200, 202, 204)
+                "DELETE", f"/workers/{urllib.parse.quote(item['id'], safe='')}", None, (200, 202, 204, 404)
             )
-        if plan["missing"]:
-            wanted = [str(s["url"]) for s in servers if s["wanted"]]
-            router.await_healthy(wanted, int(p["wait_s"]), int(p["wait_delay_s"]))
+        gone = [str(item["url"]) for item in plan["extra"] if item["url"] in set(p["remove"])]
+        if plan["missing"] or gone:
+            wanted = [str(s["url"]) for s in servers if s["wanted"]] if plan["missing"] else []
+            router.await_list(wanted, gone, int(p["wait_s"]), int(p["wait_delay_s"]))
     except OSError as error:
         module.fail_json(msg=f"router {name}: {error}", **result)
     module.exit_json(**result)
