@@ -11,7 +11,11 @@ stack's no-op rerun (the release, receipt and venv are there already) - the same
 has after its first deployment. The image is made once per pytest session (the `replica_image`
 fixture of conftest.py) and removed at its end; SGLANG_E2E_FLEET_IMAGE=<tag> names a prebuilt one
 that is used and left in place (a developer's own: a fleet_lab run with SGLANG_E2E_KEEP_FLEET_IMAGE=1
-keeps the image it made).
+keeps the image it made). SGLANG_E2E_FLEET_SEED=<container> names a lab host that site.yml already
+converged (scripts/test: the verify lab's, after its tests): it is the seed instead of a fresh one, so
+the fleet costs no second whole-stack install (about 16 minutes on 2 CPUs). site.yml runs on it all the
+same - on that host the rerun that reconciles what the verify lab's tests left - then the double, the
+stop and the commit as for a fresh seed; the container is removed once committed.
 
 The fleet itself - its containers and network, the inventory (each server's sglang_router_worker_url:
 its IP on the fleet's network; sglang_router_url keeps its default, the router container's name), the
@@ -43,6 +47,7 @@ __all__ = ["ROUTER_PROM_PORT", "Fleet", "double_vars", "make_fleet", "remove_fle
 
 IMAGE_ENV = "SGLANG_E2E_FLEET_IMAGE"
 KEEP_ENV = "SGLANG_E2E_KEEP_FLEET_IMAGE"
+SEED_ENV = "SGLANG_E2E_FLEET_SEED"
 IMAGE_TAG = "sglang-deploy/fleet-replica:e2e"
 SEED = "sglang-lab-fleet-seed"
 ROUTER_KEY = "Fleet-E2E-Router-Key-0123456789abcdef"  # test-only value (the fleet's inventory)
@@ -59,14 +64,20 @@ def docker(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]
 
 def build_replica_image(tmp: Path) -> str:
     """The seed replica converged by site.yml (the whole stack, lab mode: the unit installed, not
-    started), the double and the tokenizer added, stopped and committed to IMAGE_TAG; its tag."""
+    started), the double and the tokenizer added, stopped and committed to IMAGE_TAG; its tag. The
+    seed is a fresh lab host, or SEED_ENV's converged one (the module docstring)."""
     started = time.monotonic()
-    subprocess.run(["docker", "rm", "-f", "-v", SEED], capture_output=True, check=False)
-    made = cli("lab", "create", "--name", SEED)
-    assert made.returncode == 0, made.stderr
+    seed = os.environ.get(SEED_ENV) or SEED
+    if seed == SEED:
+        subprocess.run(["docker", "rm", "-f", "-v", SEED], capture_output=True, check=False)
+        made = cli("lab", "create", "--name", SEED)
+        assert made.returncode == 0, made.stderr
+    else:
+        running = docker("inspect", "--format", "{{.State.Running}}", seed).stdout.strip()
+        assert running == "true", f"{SEED_ENV}={seed}: the container is not running"
     try:
         (tmp / "group_vars").mkdir(parents=True, exist_ok=True)
-        servers = {"children": {"lab": {"hosts": {SEED: docker_host(SEED)}}}}
+        servers = {"children": {"lab": {"hosts": {seed: docker_host(seed)}}}}
         write_yaml(tmp / "seed.yml", {"all": {"children": {"sglang_servers": servers}}})
         write_yaml(tmp / "group_vars" / "lab.yml", lab_group_vars())
         link = tmp / "group_vars" / "all"
@@ -76,11 +87,11 @@ def build_replica_image(tmp: Path) -> str:
         assert converge.returncode == 0, converge.stdout[-6000:]
         double = playbook("-i", str(tmp / "seed.yml"), "playbooks/lab/install_double.yml")
         assert double.returncode == 0, double.stdout[-6000:]
-        docker("stop", SEED, timeout=300)
-        docker("commit", "--message", "sglang-deploy e2e: a converged replica", SEED, IMAGE_TAG, timeout=1800)
+        docker("stop", seed, timeout=300)
+        docker("commit", "--message", "sglang-deploy e2e: a converged replica", seed, IMAGE_TAG, timeout=1800)
     finally:
-        subprocess.run(["docker", "rm", "-f", "-v", SEED], capture_output=True, check=False)
-    print(f"replica image {IMAGE_TAG} made in {time.monotonic() - started:.0f}s")
+        subprocess.run(["docker", "rm", "-f", "-v", seed], capture_output=True, check=False)
+    print(f"replica image {IMAGE_TAG} made from {seed} in {time.monotonic() - started:.0f}s")
     return IMAGE_TAG
 
 
