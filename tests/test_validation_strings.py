@@ -10,13 +10,13 @@ file's comment (nccl_env_tuned) and strings nested in mappings.
 Each case runs through the real preflight, with `ansible-playbook` on the controller itself
 (`connection: local`, no container): one play runs the whole preflight role once (the probe, lab mode
 on this GPU-less machine, the launch spec), then, per case, preflight's own input checks
-(tasks/validate.yml) or its later-roles step (tasks/roles.yml: the role's validate.yml with its
-argument spec, defaults and vars) with the bad value; the failure message is recorded in a block's
+(tasks/validate.yml) or what its later-roles step runs (the `preflight_roles` block of tasks/main.yml:
+the role's validate.yml with its argument spec, defaults and vars) with the bad value; the failure message is recorded in a block's
 rescue. A case passes when that message names the variable (and, for the API key, never prints it).
 To keep the run short (about 0.5-1 s of CPU per pass through a role's checks on 2 CPUs):
-* a preflight input runs preflight's validate.yml, another role's input preflight's roles.yml with
-  `preflight_validate_roles` narrowed to that role (preflight's own checks never read another role's
-  inputs; the first, real preflight runs everything);
+* a preflight input runs preflight's validate.yml, another role's input that role's validate.yml as
+  preflight's later-roles step includes it (preflight's own checks never read another role's inputs;
+  the first, real preflight runs everything);
 * the inputs of one role go through together, per kind of value: the checks report every bad input
   at once (the argument spec lists each option outside its choices; the control-character check
   names each string), so every input's own rejection is in that one message. Inputs with choices
@@ -208,16 +208,17 @@ def _playbook(results: Path, lab_vars: Path) -> list[dict[str, Any]]:
                 }
             )
         else:
-            # another role's input: preflight's later-roles step (tasks/roles.yml) for that role (its
-            # validate.yml with argument spec, defaults and vars); preflight's own checks do not read it
+            # another role's input: its validate.yml with argument spec, defaults and vars, included as
+            # preflight's later-roles step includes it; preflight's own checks do not read it
             steps.append(
                 {
                     "name": f"{case_id}: preflight's checks of the later roles",
                     "ansible.builtin.include_role": {
-                        "name": "sglang.deploy.preflight",
-                        "tasks_from": "roles",
+                        "name": f"sglang.deploy.{case['role']}",
+                        "tasks_from": "validate",
+                        "apply": {"tags": ["always"]},
                     },
-                    "vars": {**over, "preflight_validate_roles": [case["role"]]},
+                    "vars": over,
                 }
             )
         steps.append(
