@@ -1,19 +1,36 @@
-"""Filters of the preflight role: the deciders of the model directories
-(plugins/module_utils/model_dir.py) and of the PCIe path between the GPUs
-(plugins/module_utils/pcie_acs.py), pure Python tested by tests/test_model_dir.py and
-tests/test_pcie_acs.py. Documented in the YAML sidecars plugins/filter/preflight_*_check.yml."""
+"""Filters of the preflight role: the deciders of the host (plugins/module_utils/host_checks.py), of the
+model directories (plugins/module_utils/model_dir.py) and of the PCIe path between the GPUs
+(plugins/module_utils/pcie_acs.py), pure Python tested by tests/test_host_checks.py,
+tests/test_model_dir.py and tests/test_pcie_acs.py. Documented in the YAML sidecars
+plugins/filter/preflight_*_check.yml."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ansible_collections.sglang.deploy.plugins.module_utils.host_checks import HostDecision, decide_host
 from ansible_collections.sglang.deploy.plugins.module_utils.model_dir import Decision, decide_models
 from ansible_collections.sglang.deploy.plugins.module_utils.pcie_acs import (
     PcieFinding,
     decide_pcie,
     p2p_across_system,
 )
+
+
+def preflight_host_check(
+    probe: Mapping[str, Any],
+    *,
+    gpu: Mapping[str, Any],
+    facts: Mapping[str, Any],
+    inputs: Mapping[str, Any],
+    no_gpu_reason: str = "",
+    nnodes: int = 1,
+) -> HostDecision:
+    """The probe's answers (root, python), the GPU summary, the facts and the inputs -> errors, warnings."""
+    return decide_host(
+        probe, gpu=gpu, facts=facts, inputs=inputs, no_gpu_reason=no_gpu_reason, nnodes=int(nnodes)
+    )
 
 
 def preflight_model_check(
@@ -54,7 +71,11 @@ def preflight_pcie_check(
 
 
 class FilterModule:
-    """Ansible entry point: the deciders of preflight's model and PCIe checks."""
+    """Ansible entry point: the deciders of preflight's host, model and PCIe checks."""
 
     def filters(self) -> dict[str, Callable[..., Any]]:
-        return {"preflight_model_check": preflight_model_check, "preflight_pcie_check": preflight_pcie_check}
+        return {
+            "preflight_host_check": preflight_host_check,
+            "preflight_model_check": preflight_model_check,
+            "preflight_pcie_check": preflight_pcie_check,
+        }
