@@ -1,7 +1,7 @@
 """The sglang_stack release id names the lock that is installed (issue 21): the role's own definition
-(vars/main.yml, from the stat of the host's lock that main.yml's facts block and compile.yml register), read by a
-real ansible-playbook, gives another id when the lock's sha256 differs, the same id for the same
-lock, and marks a lock not compiled yet as pending."""
+(vars/main.yml, from the stat of the host's lock that main.yml's facts block and compile.yml
+register), read by a real ansible-playbook, gives another id when the lock's sha256 differs, the same
+id for the same lock, and marks a lock not compiled yet as pending."""
 
 from __future__ import annotations
 

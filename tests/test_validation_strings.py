@@ -10,9 +10,10 @@ file's comment (nccl_env_tuned) and strings nested in mappings.
 Each case runs through the real preflight, with `ansible-playbook` on the controller itself
 (`connection: local`, no container): one play runs the whole preflight role once (the probe, lab mode
 on this GPU-less machine, the launch spec), then, per case, preflight's own input checks
-(tasks/validate.yml) or what its later-roles step runs (the `preflight_roles` block of tasks/main.yml:
-the role's validate.yml with its argument spec, defaults and vars) with the bad value; the failure message is recorded in a block's
-rescue. A case passes when that message names the variable (and, for the API key, never prints it).
+(tasks/validate.yml) or what its later-roles step runs (the `preflight_roles` block of
+tasks/main.yml: the role's validate.yml with its argument spec, defaults and vars) with the bad value;
+the failure message is recorded in a block's rescue.
+A case passes when that message names the variable (and, for the API key, never prints it).
 To keep the run short (about 0.5-1 s of CPU per pass through a role's checks on 2 CPUs):
 * a preflight input runs preflight's validate.yml, another role's input that role's validate.yml as
   preflight's later-roles step includes it (preflight's own checks never read another role's inputs;
