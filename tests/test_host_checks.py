@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 import pytest
-from modload import REPO  # noqa: F401 (and the collection on sys.path)
+from modload import REPO  # (and the collection on sys.path)
 
 hc: Any = importlib.import_module("ansible_collections.sglang.deploy.plugins.module_utils.host_checks")
 GIB = 1024**3
@@ -38,10 +38,28 @@ NO_GPU = "nvidia-smi lists no GPU"
 NONE = {"count": 0, "driver_version": "", "driver_branch": 0}
 
 
-def decide(gpu: dict[str, Any] = EIGHT, facts: dict[str, Any] = UBUNTU, probe: dict[str, Any] = PROBE,
-           nnodes: int = 1, **inputs: Any) -> Any:  # fmt: skip
+def decide(
+    gpu: dict[str, Any] | None = None,
+    facts: dict[str, Any] | None = None,
+    probe: dict[str, Any] | None = None,
+    nnodes: int = 1,
+    **inputs: Any,
+) -> Any:
+    """The decider on the seed's host (8 GPUs, Ubuntu 24.04, room, python3.12) with what a case changes."""
     merged = {**INPUTS, **inputs}
-    return hc.decide_host(probe, gpu=gpu, facts=facts, inputs=merged, no_gpu_reason=NO_GPU, nnodes=nnodes)
+    return hc.decide_host(
+        PROBE if probe is None else probe,
+        gpu=EIGHT if gpu is None else gpu,
+        facts=UBUNTU if facts is None else facts,
+        inputs=merged,
+        no_gpu_reason=NO_GPU,
+        nnodes=nnodes,
+    )
+
+
+def test_the_role_runs_this_decider_once() -> None:
+    tasks = (REPO / "roles" / "preflight" / "tasks" / "main.yml").read_text()
+    assert tasks.count("sglang.deploy.preflight_host_check(") == 1
 
 
 def test_the_seed_host_passes() -> None:
