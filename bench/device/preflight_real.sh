@@ -17,8 +17,10 @@ log="$out/preflight_real.log"
 : >"$log"
 n="$(nvidia-smi -L | grep -c '^GPU ')"
 fields="$(awk -F': ' '/^__preflight_smi_query_fields:/{print $2}' roles/preflight/vars/main.yml)"
-nvidia-smi --query-gpu="$fields" --format=csv,nounits >"$out/real-h200x$n.query-gpu.csv"
-nvidia-smi topo -m >"$out/real-h200x$n.topo-m.txt"
+# the samples named by the card that made them (h100, h200, ...; "gpu" when the name says none)
+card="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | grep -oiE '\b[a-z]?[0-9]{3,4}\b' | head -n 1 | tr 'A-Z' 'a-z')"
+nvidia-smi --query-gpu="$fields" --format=csv,nounits >"$out/real-${card:-gpu}x$n.query-gpu.csv"
+nvidia-smi topo -m >"$out/real-${card:-gpu}x$n.topo-m.txt"
 inv="$(mktemp)"
 printf '[sglang_servers]\nlocalhost ansible_connection=local ansible_python_interpreter=%s\n' "$(command -v python3)" >"$inv"
 vars=("${device_vars[@]}" -e sglang_gpu_required=true -e "sglang_tp_size=$tp" -e sglang_api_key_required=false
