@@ -9,28 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ansible_collections.sglang.deploy.plugins.module_utils.host_checks import HostDecision, decide_host
+from ansible_collections.sglang.deploy.plugins.module_utils.host_checks import decide_host
 from ansible_collections.sglang.deploy.plugins.module_utils.model_dir import Decision, decide_models
 from ansible_collections.sglang.deploy.plugins.module_utils.pcie_acs import (
     PcieFinding,
     decide_pcie,
     p2p_across_system,
 )
-
-
-def preflight_host_check(
-    probe: Mapping[str, Any],
-    *,
-    gpu: Mapping[str, Any],
-    facts: Mapping[str, Any],
-    inputs: Mapping[str, Any],
-    no_gpu_reason: str = "",
-    nnodes: int = 1,
-) -> HostDecision:
-    """The probe's answers (root, python), the GPU summary, the facts and the inputs -> errors, warnings."""
-    return decide_host(
-        probe, gpu=gpu, facts=facts, inputs=inputs, no_gpu_reason=no_gpu_reason, nnodes=int(nnodes)
-    )
 
 
 def preflight_model_check(
@@ -75,7 +60,8 @@ class FilterModule:
 
     def filters(self) -> dict[str, Callable[..., Any]]:
         return {
-            "preflight_host_check": preflight_host_check,
+            # the decider itself: its first argument is the filter's input (the probe's answers)
+            "preflight_host_check": decide_host,
             "preflight_model_check": preflight_model_check,
             "preflight_pcie_check": preflight_pcie_check,
         }
