@@ -44,7 +44,8 @@ def gpu_errors(
     gpu: Mapping[str, Any], inputs: Mapping[str, Any], *, no_gpu_reason: str, nnodes: int
 ) -> list[str]:
     """A GPU when ``sglang_gpu_required``; on a host with GPUs the tp size (one node: tp and the GPU count
-    of this host; a replica of several nodes is checked across its nodes) and the driver branch."""
+    of this host; a replica of several nodes is checked across its nodes). The driver branch:
+    driver_finding."""
     count = int(gpu.get("count") or 0)
     errors: list[str] = []
     if count == 0:
@@ -66,16 +67,28 @@ def gpu_errors(
             f"sglang_tp_size={json.dumps(tp_raw)} does not fit the {count} GPU(s) of this host "
             f"(sglang_tp_size_must_equal_gpu_count={json.dumps(must_equal_raw)}): allowed {allowed}"
         )
+    return errors
+
+
+def driver_finding(gpu: Mapping[str, Any], inputs: Mapping[str, Any]) -> tuple[str, str]:
+    """(error, warning) of the driver branch of a host with GPUs against ``sglang_driver_min_branch``: an
+    error, or a warning when ``preflight_allow_old_driver`` accepts the old branch; ('', '') when new
+    enough. One comparison for both."""
     branch = int(gpu.get("driver_branch") or 0)
     minimum = inputs.get("sglang_driver_min_branch")
-    if branch < _num(minimum) and not _flag(inputs.get("preflight_allow_old_driver")):
-        errors.append(
-            f"NVIDIA driver {gpu.get('driver_version')} (branch {branch}) is older than "
-            f"sglang_driver_min_branch={minimum} that CUDA {inputs.get('sglang_cuda_version')} needs: "
-            f"allowed a driver branch >= {minimum}; upgrade the driver, or set "
-            "preflight_allow_old_driver=true to go on anyway"
+    if branch >= _num(minimum):
+        return "", ""
+    if _flag(inputs.get("preflight_allow_old_driver")):
+        return "", (
+            f"WARNING: NVIDIA driver branch {branch} < sglang_driver_min_branch={minimum} accepted because "
+            f"preflight_allow_old_driver=true; CUDA {inputs.get('sglang_cuda_version')} may fail at run time"
         )
-    return errors
+    return (
+        f"NVIDIA driver {gpu.get('driver_version')} (branch {branch}) is older than "
+        f"sglang_driver_min_branch={minimum} that CUDA {inputs.get('sglang_cuda_version')} needs: "
+        f"allowed a driver branch >= {minimum}; upgrade the driver, or set "
+        "preflight_allow_old_driver=true to go on anyway"
+    ), ""
 
 
 def os_error(facts: Mapping[str, Any], inputs: Mapping[str, Any], *, lab: bool) -> str:
@@ -149,13 +162,10 @@ def decide_host(
     lab = int(gpu.get("count") or 0) == 0
     errors = gpu_errors(gpu, inputs, no_gpu_reason=no_gpu_reason, nnodes=int(nnodes))
     warnings: list[str] = []
-    branch = int(gpu.get("driver_branch") or 0)
-    minimum = inputs.get("sglang_driver_min_branch")
-    if not lab and branch < _num(minimum) and _flag(inputs.get("preflight_allow_old_driver")):
-        warnings.append(
-            f"WARNING: NVIDIA driver branch {branch} < sglang_driver_min_branch={minimum} accepted because "
-            f"preflight_allow_old_driver=true; CUDA {inputs.get('sglang_cuda_version')} may fail at run time"
-        )
+    if not lab:  # on a host with GPUs
+        error, warning = driver_finding(gpu, inputs)
+        errors += [error] if error else []
+        warnings += [warning] if warning else []
     found = (os_error(facts, inputs, lab=lab), disk_error(probe.get("root") or {}, inputs))
     errors += [e for e in found if e]
     error, warning = python_finding(probe.get("python") or {}, lab=lab)
