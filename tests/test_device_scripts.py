@@ -23,6 +23,10 @@ START_UP_FAILURES = (
     "could not find the requested",  # a role or collection missing
     "ERROR! the role",
     "unable to find",
+    # bench/device/ansible.cfg's inventory read as paths: every file of bench/device/ parsed, the
+    # executable ones RUN as inventory scripts (bench/device/inventory.yml says why)
+    "as an inventory source",
+    "Failed to parse inventory",
 )
 
 
@@ -68,6 +72,22 @@ def assert_started(out: str) -> None:
     for failure in START_UP_FAILURES:
         assert failure not in out, out[-4000:]
     assert "host pattern, ignoring: sglang_servers" not in out, out[-4000:]
+
+
+def test_the_device_config_reads_one_inventory_file_and_runs_no_script(device_env: dict[str, str]) -> None:
+    """bench/device/ansible.cfg's inventory is its inventory.yml and nothing else: `inventory = localhost,`
+    there made ansible parse every file of bench/device/ as an inventory source and execute the device
+    scripts (autotune_nccl.sh ran its repetitions) at the start of every playbook run."""
+    proc = subprocess.run(
+        ["bash", "-c", "source bench/device/env.sh; trap device_cleanup EXIT; ansible-inventory --list -vvv"],
+        cwd=REPO, env=device_env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    assert_started(out)
+    assert f"Parsed {REPO / 'bench' / 'device' / 'inventory.yml'} inventory source" in out, out[-4000:]
+    assert "autotune_nccl" not in out, out[-4000:]
+    assert "repetition" not in out, out[-4000:]
 
 
 def test_preflight_real_passes_preflight_and_stops_at_the_missing_toolkit(
