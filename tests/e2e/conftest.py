@@ -47,7 +47,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         default=False,
         help="also run the fleet tests (a router and replica containers made from one converged replica "
-        "image: ~15 GB of disk; scripts/test e2e passes it: their xdist group 'fleet' makes the image once)",
+        "image: ~15 GB of disk; scripts/test e2e passes it with SGLANG_TEST_FLEET=1 or all: their xdist "
+        "group 'fleet' makes the image once)",
     )
     parser.addoption(
         "--run-demo-lab",
@@ -148,7 +149,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     _skip_unless(
         config, items, "--run-fleet-lab", "fleet_lab",
         "a router and replica containers from one converged replica image (~15 GB): run with "
-        "`pytest tests/e2e --run-e2e --run-fleet-lab` (scripts/test e2e passes it)",
+        "`pytest tests/e2e --run-e2e --run-fleet-lab` (scripts/test e2e with SGLANG_TEST_FLEET=1 passes it)",
     )  # fmt: skip
     # A third converged lab host beside the two of scripts/test's e2e lanes (~12 GB of disk each) and 15
     # more minutes on the longest lane; its gate compares windows minutes apart, which a loaded machine
