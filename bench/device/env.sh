@@ -4,7 +4,8 @@
 # - the collection sglang.deploy: a link to this checkout in a private collections directory, so
 #   `sglang.deploy.preflight_host_probe` and the FQCN filters resolve (ANSIBLE_COLLECTIONS_PATH);
 # - bench/device/ansible.cfg: no callbacks_enabled at all (ANSIBLE_CALLBACKS_ENABLED="" crashes
-#   ansible-core 2.19: "A non-empty plugin name is required"), facts in memory;
+#   ansible-core 2.19: "A non-empty plugin name is required"), facts in memory, the inventory
+#   bench/device/inventory.yml (no hosts: the playbooks run on the implicit localhost);
 # - NVLink multicast off (shared GPUs; also forced by the roles);
 # - the lab's small model directory copied where the unit's sandbox would see it (preflight checks the
 #   model and drafter on GPU hosts: config, tokenizer, weights, size per GPU, the drafter's EAGLE-3
