@@ -18,7 +18,10 @@ from pathlib import Path
 import pytest
 from _pytest.nodeid import NodeId
 from e2e_lab import INSTALLED_CALLBACKS, LAB_HOST, LAB_OVERRIDDEN, cli, lab_inventory, playbook, summary
+from filelock import FileLock
 from fleet_lab import KEEP_ENV, build_replica_image, remove_replica_image, replica_image_from_env
+
+FROM_REPLICA_ENV = "SGLANG_E2E_LAB_FROM_REPLICA"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -47,7 +50,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         default=False,
         help="also run the fleet tests (a router and replica containers made from one converged replica "
-        "image: ~15 GB of disk; scripts/test e2e passes it with SGLANG_TEST_FLEET=1 or all: their xdist "
+        "image: ~15 GB of disk; scripts/test e2e passes it unless SGLANG_TEST_FLEET=0: their xdist "
         "group 'fleet' makes the image once)",
     )
     parser.addoption(
@@ -149,7 +152,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     _skip_unless(
         config, items, "--run-fleet-lab", "fleet_lab",
         "a router and replica containers from one converged replica image (~15 GB): run with "
-        "`pytest tests/e2e --run-e2e --run-fleet-lab` (scripts/test e2e with SGLANG_TEST_FLEET=1 passes it)",
+        "`pytest tests/e2e --run-e2e --run-fleet-lab` (scripts/test e2e passes it; SGLANG_TEST_FLEET=0 not)",
     )  # fmt: skip
     # A third converged lab host beside the two of scripts/test's e2e lanes (~12 GB of disk each) and 15
     # more minutes on the longest lane; its gate compares windows minutes apart, which a loaded machine
@@ -175,12 +178,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="session")
-def lab() -> Iterator[None]:
+def lab(request: pytest.FixtureRequest) -> Iterator[None]:
     """The lab host of inventory/lab.yml (a systemd container), created as the README does; destroyed
     at the end of the e2e session. With SGLANG_E2E_LAB=<name>: that container, made if missing and
-    left in place (a developer's own)."""
+    left in place (a developer's own); with SGLANG_E2E_LAB_FROM_REPLICA=1 too, made from the fleet's
+    converged replica image (the `replica_image` fixture), so converged_lab's site.yml reconciles a
+    converged host instead of installing the whole stack again (scripts/test's second e2e lane: the
+    verify lab and the fleet share one install)."""
     if LAB_OVERRIDDEN:
-        made = cli("lab", "create", "--name", LAB_HOST)
+        image = request.getfixturevalue("replica_image") if os.environ.get(FROM_REPLICA_ENV) else None
+        made = cli("lab", "create", "--name", LAB_HOST, *(["--image", image] if image else []))
         assert made.returncode == 0, made.stderr
         yield
         return
@@ -216,15 +223,28 @@ def converged_lab(lab: None, tmp_path_factory: pytest.TempPathFactory) -> dict[s
 
 
 @pytest.fixture(scope="session")
-def replica_image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def replica_image(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Iterator[str]:
     """The image every fleet_lab replica starts from (tests/e2e/fleet_lab.py): one converged replica,
     made once per session and removed at its end; SGLANG_E2E_FLEET_IMAGE names a prebuilt one (kept),
-    SGLANG_E2E_KEEP_FLEET_IMAGE=1 keeps the one made here."""
+    SGLANG_E2E_KEEP_FLEET_IMAGE=1 keeps the one made here. Under pytest-xdist one image for every
+    worker (pytest-xdist's documented recipe for a session fixture made once): the first worker that
+    needs it builds it holding a file lock in the workers' shared temporary directory and writes its
+    tag there; another waits on the lock and reads the tag. The worker that built it removes it."""
     given = replica_image_from_env()
     if given is not None:
         yield given
         return
-    tag = build_replica_image(Path(tmp_path_factory.mktemp("fleet-seed")))
+    shared = tmp_path_factory.getbasetemp().parent if worker_id != "master" else None
+    if shared is None:
+        tag = build_replica_image(Path(tmp_path_factory.mktemp("fleet-seed")))
+    else:
+        with FileLock(str(shared / "replica-image.lock")):
+            made = shared / "replica-image.tag"
+            if made.is_file():
+                yield made.read_text()
+                return
+            tag = build_replica_image(Path(tmp_path_factory.mktemp("fleet-seed")))
+            made.write_text(tag)
     yield tag
     if not os.environ.get(KEEP_ENV):
         remove_replica_image(tag)

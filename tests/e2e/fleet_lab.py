@@ -11,13 +11,10 @@ stack's no-op rerun (the release, receipt and venv are there already) - the same
 has after its first deployment. The image is made once per pytest session (the `replica_image`
 fixture of conftest.py) and removed at its end; SGLANG_E2E_FLEET_IMAGE=<tag> names a prebuilt one
 that is used and left in place (a developer's own: a fleet_lab run with SGLANG_E2E_KEEP_FLEET_IMAGE=1
-keeps the image it made). SGLANG_E2E_FLEET_SEED=<container> names a lab host that site.yml already
-converged (scripts/test: the verify lab's, after its tests): it is the seed instead of a fresh one, so
-the fleet costs no second whole-stack install (about 16 minutes on 2 CPUs). No site.yml runs on it here:
-the verify lab's module fixture ends with the whole site.yml that reconciles what its tests left (and
-fails the lab if it cannot), and the fleet's first `up` runs site.yml on every replica made from it
-anyway; then the double, the stop and the commit as for a fresh seed; the container is removed once
-committed.
+keeps the image it made). Under pytest-xdist the image is made once for all workers (conftest's
+`replica_image`: the first worker that needs it builds it under a file lock, the others wait and read
+its tag): scripts/test's second e2e lane makes the verify lab's host from it too
+(SGLANG_E2E_LAB_FROM_REPLICA), so the verify lab and the fleet share one whole-stack install.
 
 The fleet itself - its containers and network, the inventory (each server's sglang_router_worker_url:
 its IP on the fleet's network; sglang_router_url keeps its default, the router container's name), the
@@ -49,7 +46,6 @@ __all__ = ["ROUTER_PROM_PORT", "Fleet", "double_vars", "make_fleet", "remove_fle
 
 IMAGE_ENV = "SGLANG_E2E_FLEET_IMAGE"
 KEEP_ENV = "SGLANG_E2E_KEEP_FLEET_IMAGE"
-SEED_ENV = "SGLANG_E2E_FLEET_SEED"
 IMAGE_TAG = "sglang-deploy/fleet-replica:e2e"
 SEED = "sglang-lab-fleet-seed"
 ROUTER_KEY = "Fleet-E2E-Router-Key-0123456789abcdef"  # test-only value (the fleet's inventory)
@@ -65,36 +61,29 @@ def docker(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]
 
 
 def build_replica_image(tmp: Path) -> str:
-    """The seed replica converged by site.yml (the whole stack, lab mode: the unit installed, not
-    started), the double and the tokenizer added, stopped and committed to IMAGE_TAG; its tag. The
-    seed is a fresh lab host, or SEED_ENV's converged one (the module docstring)."""
+    """A fresh seed replica converged by site.yml (the whole stack, lab mode: the unit installed, not
+    started), the double and the tokenizer added, stopped and committed to IMAGE_TAG; its tag."""
     started = time.monotonic()
-    seed = os.environ.get(SEED_ENV) or SEED
-    if seed == SEED:
-        subprocess.run(["docker", "rm", "-f", "-v", SEED], capture_output=True, check=False)
-        made = cli("lab", "create", "--name", SEED)
-        assert made.returncode == 0, made.stderr
-    else:
-        running = docker("inspect", "--format", "{{.State.Running}}", seed).stdout.strip()
-        assert running == "true", f"{SEED_ENV}={seed}: the container is not running"
+    subprocess.run(["docker", "rm", "-f", "-v", SEED], capture_output=True, check=False)
+    made = cli("lab", "create", "--name", SEED)
+    assert made.returncode == 0, made.stderr
     try:
         (tmp / "group_vars").mkdir(parents=True, exist_ok=True)
-        servers = {"children": {"lab": {"hosts": {seed: docker_host(seed)}}}}
+        servers = {"children": {"lab": {"hosts": {SEED: docker_host(SEED)}}}}
         write_yaml(tmp / "seed.yml", {"all": {"children": {"sglang_servers": servers}}})
         write_yaml(tmp / "group_vars" / "lab.yml", lab_group_vars())
         link = tmp / "group_vars" / "all"
         if not link.exists():
             link.symlink_to(REPO / "group_vars" / "all")
-        if seed == SEED:  # a fresh seed: the whole stack (SEED_ENV's host was converged by its own lab)
-            converge = playbook("-i", str(tmp / "seed.yml"), "site.yml", timeout=5400)
-            assert converge.returncode == 0, converge.stdout[-6000:]
+        converge = playbook("-i", str(tmp / "seed.yml"), "site.yml", timeout=5400)
+        assert converge.returncode == 0, converge.stdout[-6000:]
         double = playbook("-i", str(tmp / "seed.yml"), "playbooks/lab/install_double.yml")
         assert double.returncode == 0, double.stdout[-6000:]
-        docker("stop", seed, timeout=300)
-        docker("commit", "--message", "sglang-deploy e2e: a converged replica", seed, IMAGE_TAG, timeout=1800)
+        docker("stop", SEED, timeout=300)
+        docker("commit", "--message", "sglang-deploy e2e: a converged replica", SEED, IMAGE_TAG, timeout=1800)
     finally:
-        subprocess.run(["docker", "rm", "-f", "-v", seed], capture_output=True, check=False)
-    print(f"replica image {IMAGE_TAG} made from {seed} in {time.monotonic() - started:.0f}s")
+        subprocess.run(["docker", "rm", "-f", "-v", SEED], capture_output=True, check=False)
+    print(f"replica image {IMAGE_TAG} made in {time.monotonic() - started:.0f}s")
     return IMAGE_TAG
 
 
@@ -120,6 +109,11 @@ def make_fleet(  # noqa: PLR0917 - a test fixture's one constructor
     started = time.monotonic()
     remove_fleet(fleet)
     create_containers(fleet, REPO, replica_image=image)
+    # scripts/test runs the fleet beside the verify lab, lane 1 and molecule on 2 CPUs: as the verify lab's
+    # host (test_verify_lab.py's `double`), the fleet's containers get 8x the default CPU weight, so that a
+    # replica's gate during the roll judges the release, not the load the other lanes put on the machine
+    for name in [fleet.router, *fleet.replicas]:
+        docker("update", "--cpu-shares", str(8 * 1024), name, timeout=60)
     inventory = write_inventory(fleet, REPO, server_vars, all_vars, router_vars)
     first = cli("up", "-i", str(inventory), "-e", fleet.extra("double", double_vars()),
                 "--artifacts", str(tmp / "art-first"), "--progress", "plain", timeout=3600)  # fmt: skip
