@@ -6,9 +6,11 @@ and verify, and in the e2e."""
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
-from modload import REPO, load_module
+from modload import REPO, load_module, run_module
 
 rule = load_module("service_health_rule", REPO / "plugins/module_utils/service_health.py")
 
@@ -91,3 +93,40 @@ def test_mask_known_values_and_secret_named_pairs() -> None:
     assert "max_new_tokens=64" in masked
     assert "tp_size=8" in masked
     assert masked.count(rule.MASK) >= 4
+
+
+FAKE_SYSTEMCTL = """#!/bin/sh
+# TEST DOUBLE of systemctl (no systemd where pytest runs): `show` answers an active unit; any other
+# verb is recorded, so a test sees that check mode ran none
+case "$1" in
+  show) printf 'ActiveState=active\\nSubState=running\\nLoadState=loaded\\nInvocationID=abc123\\n' ;;
+  *) echo "$@" >> "$(dirname "$0")/calls" ;;
+esac
+"""
+
+
+def fake_systemctl(tmp_path: Path) -> dict[str, str]:
+    (tmp_path / "systemctl").write_text(FAKE_SYSTEMCTL)
+    (tmp_path / "systemctl").chmod(0o755)
+    return {"PATH": f"{tmp_path}:{os.environ['PATH']}"}
+
+
+def test_check_mode_reports_the_restart_with_its_reason_and_runs_nothing(tmp_path: Path) -> None:
+    """The module that restarts reports it in check mode, with the caller's reason as its msg (the drift
+    report's detail): nothing run, no health request, no record written."""
+    args = {
+        "name": "sglang-kimi", "action": "restart", "health_url": "http://127.0.0.1:9/health",
+        "record_dir": str(tmp_path / "startup"), "reason": "environment: NCCL_NTHREADS=512 (want 256)",
+    }  # fmt: skip
+    result = run_module("service_health", args, "--check", env=fake_systemctl(tmp_path))
+    assert result["changed"] is True, result
+    assert result["msg"] == "restart sglang-kimi.service: environment: NCCL_NTHREADS=512 (want 256)"
+    assert result["diff"]["after"] == "restart: environment: NCCL_NTHREADS=512 (want 256)\n", result
+    assert not (tmp_path / "calls").exists()
+    assert not (tmp_path / "startup").exists()
+    # an active unit is not started: no change, no message
+    started = run_module(
+        "service_health", {**args, "action": "start"}, "--check", env=fake_systemctl(tmp_path)
+    )
+    assert started["changed"] is False, started
+    assert "msg" not in started or not started["msg"], started

@@ -68,6 +68,14 @@ options:
     description: How many of the unit's last journal lines a failure reports.
     type: int
     default: 50
+  reason:
+    description:
+      - Why the task restarts or starts the unit (what changed, the running process' drift), returned as
+        RV(msg) with the action (and as the task's diff under C(--diff)), also in check mode, so a drift
+        report names the cause beside the change.
+      - Text of the caller's own comparison; it must hold no secret (it is printed).
+    type: str
+    default: ""
 attributes:
   check_mode:
     support: full
@@ -85,6 +93,13 @@ EXAMPLES = r"""
     timeout_s: 1800
     secret_files: [/etc/sglang/sglang-config.yaml]
 
+- name: Restart a running process that differs from its unit (check mode reports it with the reason)
+  sglang.deploy.service_health:
+    name: sglang-kimi
+    action: restart
+    health_url: http://127.0.0.1:30000/health
+    reason: "environment: NCCL_NTHREADS=512 (want 256)"
+
 - name: Wait for a start this run did not make (verify), and read its start-up
   sglang.deploy.service_health:
     name: sglang-kimi
@@ -95,6 +110,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+msg:
+  description: The action and O(reason) when a restart or start happened or, in check mode, would happen.
+  returned: when O(reason) is set and the unit is (or would be) restarted or started
+  type: str
+  sample: "restart sglang-kimi: environment: NCCL_NTHREADS=512 (want 256)"
 restarted:
   description: Whether the unit was restarted.
   returned: always
@@ -161,6 +181,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
     # paths of files whose values are masked, not secrets themselves
     "secret_files": {"type": "list", "elements": "path", "default": [], "no_log": False},
     "journal_lines": {"type": "int", "default": 50},
+    "reason": {"type": "str", "default": ""},
 }
 
 
@@ -336,8 +357,17 @@ def main() -> None:
         "timeout_s": wait_s, "timeout_rule": wait_rule,
         "active": before.get("ActiveState", ""), "invocation_id": invocation,
     }  # fmt: skip
+    acts = action == "restart" or (action == "start" and not running)
+    if acts and p["reason"]:
+        result["msg"] = f"{action} {unit.name}: {p['reason']}"
+        # shown under --diff (also in check mode): what the unit runs now, and why it is restarted
+        result["diff"] = {
+            "before_header": unit.name, "after_header": unit.name,
+            "before": f"ActiveState={before.get('ActiveState', '')} InvocationID={invocation}\n",
+            "after": f"{action}: {p['reason']}\n",
+        }  # fmt: skip
     if module.check_mode:
-        result["changed"] = action == "restart" or (action == "start" and not running)
+        result["changed"] = acts
         result["startup"] = recorded_startup(record, invocation, "check mode: no health request")
         module.exit_json(**result)
     if action == "await" and not running:
@@ -348,7 +378,7 @@ def main() -> None:
     if p["daemon_reload"]:
         unit.run("daemon-reload")
     began = time.monotonic()
-    if action == "restart" or (action == "start" and not running):
+    if acts:
         unit.run(action, unit.name)
         result.update(changed=True, restarted=action == "restart", started=action == "start")
     waited = await_health(unit, str(p["health_url"]), began + wait_s, result)

@@ -273,6 +273,10 @@ STATE_TASK = (
     "sglang_service : Apply the service's host state (user, directories, launcher, launch-args.json, "
     "key file, unit, drop-ins, enablement)"
 )
+RESTART_TASK = (
+    "sglang_service : Restart sglang service (its unit, key file, launcher or drop-ins changed, "
+    "or the process drifted)"
+)
 
 
 def test_edited_nccl_value_predicts_no_unit_change(host):
@@ -298,9 +302,9 @@ def test_foreign_dropin_and_directory_owner_are_drift(host):
     assert "/bin/sleep" in _show(host, "ExecStart")
     rc, out = moltest.run_playbook("service.yml", "--check", "--diff")
     assert rc == 0, out[-4000:]
-    # one task, the role's state module, names both items in its --diff (and notifies the restart)
-    changed = _changed_tasks_and_handlers(out)
-    assert changed == [STATE_TASK, "sglang_service : Restart sglang service"], out[-4000:]
+    # one task, the role's state module, names both items in its --diff (and the restart task reports it)
+    changed = moltest.changed_tasks(out)
+    assert changed == [STATE_TASK, RESTART_TASK], out[-4000:]
     assert f'"path": "{dropin_dir}/override.conf"' in out, out[-4000:]
     assert '"path": "/var/cache/sglang"' in out, out[-4000:]
     assert '"owner": "sglang"' in out, out[-4000:]
@@ -333,8 +337,8 @@ def test_dropins_systemd_loads_from_other_directories_are_drift(host):
     assert f"{run_dir}/x.conf" in _show(host, "DropInPaths")
     rc, out = moltest.run_playbook("service.yml", "--check", "--diff")
     assert rc == 0, out[-4000:]
-    changed = _changed_tasks_and_handlers(out)
-    assert changed == [STATE_TASK, "sglang_service : Restart sglang service"], out[-4000:]
+    changed = moltest.changed_tasks(out)
+    assert changed == [STATE_TASK, RESTART_TASK], out[-4000:]
     assert f'"path": "{run_dir}/x.conf"' in out, out[-4000:]
     assert f'"path": "{lib_dir}/y.conf"' in out, out[-4000:]
     assert host.file(f"{run_dir}/x.conf").exists, "check mode removed the drop-in"
@@ -436,24 +440,8 @@ def test_bad_input_fails_before_any_change(host):
 
 # --- drift of the running process (issue 20 item 11) ---------------------------------------
 
-PROCESS_DRIFT_TASK = (
-    "sglang_service : Restart a running process that differs from its unit, "
-    "environment files or release (drift)"
-)
-# in check mode the notified handler reports the restart a real run would make
-PROCESS_DRIFT_CHANGES = [PROCESS_DRIFT_TASK, "sglang_service : Restart sglang service"]
-
-
-def _changed_tasks_and_handlers(out: str) -> list[str]:
-    """Names of the tasks and handlers that reported a change (TASK / RUNNING HANDLER headers)."""
-    names, current = [], ""
-    for line in out.splitlines():
-        for head in ("TASK [", "RUNNING HANDLER ["):
-            if line.startswith(head):
-                current = line[len(head) : line.rindex("]")]
-        if line.startswith("changed:") and current not in names:
-            names.append(current)
-    return names
+# the one restart task (sglang.deploy.service_health) reports it, in check mode with the drift as its diff
+PROCESS_DRIFT_CHANGES = [RESTART_TASK]
 
 
 def test_process_started_before_an_env_change_is_drift_and_restarted(host):
@@ -470,7 +458,7 @@ def test_process_started_before_an_env_change_is_drift_and_restarted(host):
         assert _report(host)["env"]["NCCL_NTHREADS"] == "512"  # the process still runs the old file
         rc, out = moltest.run_playbook("service.yml", "--check", "--diff", extra=[nthreads])
         assert rc == 0, out[-4000:]
-        assert _changed_tasks_and_handlers(out) == PROCESS_DRIFT_CHANGES, out[-4000:]
+        assert moltest.changed_tasks(out) == PROCESS_DRIFT_CHANGES, out[-4000:]
         assert "environment: NCCL_NTHREADS=512 (want 256)" in out, out[-4000:]
         assert TEST_KEY not in out
         assert _start_stamp(host) == before, "check mode restarted the service"
@@ -502,7 +490,7 @@ def test_process_with_an_older_key_is_drift_without_showing_it(host):
         assert _start_stamp(host) == before
         rc, out = moltest.run_playbook("service.yml", "--check", "--diff", "-v", extra=[other])
         assert rc == 0, out[-4000:]
-        assert _changed_tasks_and_handlers(out) == PROCESS_DRIFT_CHANGES, out[-4000:]
+        assert moltest.changed_tasks(out) == PROCESS_DRIFT_CHANGES, out[-4000:]
         assert "credential: sglang-config.yaml changed since the process started" in out, out[-4000:]
         assert TEST_KEY not in out
         assert other["sglang_api_key"] not in out
