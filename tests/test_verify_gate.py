@@ -409,3 +409,59 @@ def test_bench_bounds() -> None:
     assert limits.valid_prompts("30")
     for prompts in (0, 100001, "ten", True, None, -1, "1e3"):
         assert not limits.valid_prompts(prompts), prompts
+
+
+def test_failure_lines_in_the_order_the_role_fails() -> None:
+    """The one failure message of the verify role's end (tasks/main.yml): rollback first (both results),
+    then a failed gate with its table, a failed layer 5/6, an inconclusive or failed verdict; none else."""
+    table = "level  expected  measured\nC=4  100  80"
+    gate = {"status": "failed", "reason": "C=4 short by 20 %", "table": table}
+    results: dict[str, Any] = {
+        "http": {"status": "passed", "reason": "200"},
+        "bench": {"status": "passed", "reason": "C=4: 80 tok/s"},
+        "gate": gate,
+        "http_after_rollback": {"status": "passed", "reason": "200 again"},
+        "gate_after_rollback": {"status": "passed", "reason": "held", "table": "C=4  100  99"},
+        "rollback": {"from": "r2", "to": "r1", "key": "unchanged", "known_bad": "abc123"},
+    }
+    failed = {"status": "failed", "reason": "layer 7 (gate): C=4 short", "failed": ["gate"]}
+    lines = G.failure_lines(results, failed, "sglang-kimi")
+    assert lines[:5] == [
+        "verify failed on release r2 and rolled back to r1:",
+        "new release r2:",
+        "  layer 5 (HTTP): passed - 200",
+        "  layer 6 (benchmark): passed - C=4: 80 tok/s",
+        "  layer 7 (gate): failed - C=4 short by 20 %",
+    ]
+    assert lines[5:7] == table.splitlines()
+    assert lines[7:11] == [
+        "previous release r1 (now current, sglang-kimi restarted):",
+        "  layer 5 (HTTP): passed - 200 again",
+        "  layer 6 (benchmark): not run - -",
+        "  layer 7 (gate): passed - held",
+    ]
+    assert lines[-3:] == ["C=4  100  99", "API key: unchanged", "failed combination: abc123"]
+    inconclusive = {"status": "inconclusive", "reason": "undecided", "failed": []}
+    assert G.failure_lines(results, inconclusive, "u")[0].startswith("verify inconclusive on release r2")
+    del results["rollback"]
+    assert G.failure_lines(results, failed, "u") == [
+        "verify layer 7 (gate) failed: C=4 short by 20 %",
+        *table.splitlines(),
+    ]
+    results["gate"] = {"status": "passed", "reason": "held", "table": table}
+    results["http"] = {"status": "failed", "reason": "no 200"}
+    results["bench"] = {"status": "failed", "reason": "runner failed"}
+    assert G.failure_lines(results, failed, "u") == [
+        "verify layer 5 (HTTP) failed: no 200",
+        "verify layer 6 (benchmark) failed: runner failed",
+    ]
+    results["http"] = results["bench"] = {"status": "passed", "reason": "ok"}
+    assert G.failure_lines(results, inconclusive, "u") == [
+        "verify verdict inconclusive (the new state keeps serving: verify_same_window_inconclusive=keep): "
+        "undecided",
+        *table.splitlines(),
+    ]
+    ungated = {"status": "failed", "reason": "layer 7 (start-up): slower", "failed": ["startup"]}
+    assert G.failure_lines(results, ungated, "u") == ["verify verdict failed: layer 7 (start-up): slower"]
+    assert G.failure_lines(results, {"status": "passed", "reason": "", "failed": []}, "u") == []
+    assert G.failure_lines(results, None, "u") == []

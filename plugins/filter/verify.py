@@ -16,6 +16,7 @@ from ansible_collections.sglang.deploy.plugins.module_utils.verify_gate import (
     check_speculation_gain,
     check_startup,
     combine_repetitions,
+    failure_lines,
     fingerprint,
     gate,
     gate_outcome,
@@ -77,6 +78,11 @@ def verify_verdict(results: dict[str, Any], require_gate: bool) -> dict[str, Any
     return decided
 
 
+def verify_failure_lines(results: dict[str, Any], decided: dict[str, Any] | None, service: str) -> list[str]:
+    lines: list[str] = failure_lines(results, decided, str(service))
+    return lines
+
+
 def verify_doc_context(inputs: dict[str, Any], secrets: list[str] | str | None = None) -> dict[str, Any]:
     """The production document's context, scrubbed of ``secrets`` (the API key)."""
     scrubbed: dict[str, Any] = scrub_data(doc_context(inputs), secrets)
@@ -104,6 +110,7 @@ class FilterModule:
             "verify_check_startup": check_startup,
             "verify_check_speculation_gain": check_speculation_gain,
             "verify_verdict": verify_verdict,
+            "verify_failure_lines": verify_failure_lines,
             "verify_doc_context": verify_doc_context,
             "verify_scrub": scrub_data,
             "verify_scrub_text": scrub_text,

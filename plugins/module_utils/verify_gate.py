@@ -842,6 +842,59 @@ def verdict(results: dict[str, Any], *, require_gate: bool) -> dict[str, Any]:
     return {"status": "skipped", "reason": f"not gated: {why}", "failed": []}
 
 
+def _layer_line(results: dict[str, Any], key: str) -> str:
+    """``  layer N (TITLE): status - reason`` of one layer of a result (``not run`` when it did not)."""
+    layer = results.get(key) or {}
+    title = _TITLES[key.removesuffix("_after_rollback")]
+    return f"  layer {title}: {layer.get('status', 'not run')} - {layer.get('reason', '-')}"
+
+
+def _table(results: dict[str, Any], key: str) -> list[str]:
+    return str((results.get(key) or {}).get("table") or "").splitlines()
+
+
+def failure_lines(results: dict[str, Any], decided: dict[str, Any] | None, service: str) -> list[str]:
+    """Why the verify role fails the play at its end (after layer 9 wrote the document and the results),
+    one message: after a rollback both results (the new release's, then the previous one's after the
+    restore) with their gate tables; else a failed gate with its table; else a failed layer 5 or 6;
+    else an inconclusive or failed verdict. [] when the run does not fail."""
+    rollback = results.get("rollback")
+    status = (decided or {}).get("status", "")
+    if rollback is not None:
+        head = "inconclusive" if status == "inconclusive" else "failed"
+        return [
+            f"verify {head} on release {rollback['from']} and rolled back to {rollback['to']}:",
+            f"new release {rollback['from']}:",
+            *(_layer_line(results, key) for key in ("http", "bench", "gate")),
+            *_table(results, "gate"),
+            f"previous release {rollback['to']} (now current, {service} restarted):",
+            *(_layer_line(results, f"{key}_after_rollback") for key in ("http", "bench", "gate")),
+            *_table(results, "gate_after_rollback"),
+            f"API key: {rollback.get('key', '-')}",
+            f"failed combination: {rollback.get('known_bad', '-')}",
+        ]
+    if (results.get("gate") or {}).get("status") == "failed":
+        return [
+            f"verify layer 7 (gate) failed: {results['gate'].get('reason', '')}",
+            *_table(results, "gate"),
+        ]
+    layers = [
+        f"verify layer {_TITLES[key]} failed: {results[key].get('reason', '')}"
+        for key in ("http", "bench")
+        if (results.get(key) or {}).get("status") == "failed"
+    ]
+    if layers:
+        return layers
+    reason = (decided or {}).get("reason", "")
+    if status == "inconclusive":
+        keep = "the new state keeps serving: verify_same_window_inconclusive=keep"
+        return [f"verify verdict inconclusive ({keep}): {reason}", *_table(results, "gate")]
+    if status == "failed":
+        gate = _table(results, "gate") if "gate" in (decided or {}).get("failed", []) else []
+        return [f"verify verdict failed: {reason}", *gate]
+    return []
+
+
 def _fmt(value: Any, suffix: str = "") -> str:
     if value is None:
         return "-"
