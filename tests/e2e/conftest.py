@@ -18,10 +18,16 @@ from pathlib import Path
 import pytest
 from _pytest.nodeid import NodeId
 from e2e_lab import INSTALLED_CALLBACKS, LAB_HOST, LAB_OVERRIDDEN, cli, lab_inventory, playbook, summary
-from filelock import FileLock
-from fleet_lab import KEEP_ENV, build_replica_image, remove_replica_image, replica_image_from_env
+from fleet_lab import (
+    KEEP_ENV,
+    await_replica_image,
+    build_replica_image,
+    publish_replica_image,
+    remove_replica_image,
+    replica_image_from_env,
+)
 
-FROM_REPLICA_ENV = "SGLANG_E2E_LAB_FROM_REPLICA"
+SEEDS_FLEET_ENV = "SGLANG_E2E_LAB_SEEDS_FLEET"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -178,16 +184,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="session")
-def lab(request: pytest.FixtureRequest) -> Iterator[None]:
+def lab() -> Iterator[None]:
     """The lab host of inventory/lab.yml (a systemd container), created as the README does; destroyed
     at the end of the e2e session. With SGLANG_E2E_LAB=<name>: that container, made if missing and
-    left in place (a developer's own); with SGLANG_E2E_LAB_FROM_REPLICA=1 too, made from the fleet's
-    converged replica image (the `replica_image` fixture), so converged_lab's site.yml reconciles a
-    converged host instead of installing the whole stack again (scripts/test's second e2e lane: the
-    verify lab and the fleet share one install)."""
+    left in place (a developer's own)."""
     if LAB_OVERRIDDEN:
-        image = request.getfixturevalue("replica_image") if os.environ.get(FROM_REPLICA_ENV) else None
-        made = cli("lab", "create", "--name", LAB_HOST, *(["--image", image] if image else []))
+        made = cli("lab", "create", "--name", LAB_HOST)
         assert made.returncode == 0, made.stderr
         yield
         return
@@ -203,14 +205,30 @@ def lab(request: pytest.FixtureRequest) -> Iterator[None]:
     assert cli("lab", "status").returncode == 1
 
 
+def shared_dir(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+    """The directory every pytest-xdist worker of the session sees (the session's own without xdist)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if worker_id != "master" else base
+
+
 @pytest.fixture(scope="session")
-def converged_lab(lab: None, tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+def converged_lab(lab: None, tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> dict[str, object]:
     """The README's main command on the lab host: the first `sglang-deploy up` (a full converge);
     its rc, output and summary.json for the tests that check them. With SGLANG_E2E_LAB: site.yml
-    through an inventory copy naming that container (no summary.json)."""
+    through an inventory copy naming that container (no summary.json); with SGLANG_E2E_LAB_SEEDS_FLEET=1
+    too, that converged host is then the fleet's seed replica (fleet_lab.build_replica_image: committed
+    before any test changes it, the tag published for the fleet's worker)."""
     if LAB_OVERRIDDEN:
         inventory = lab_inventory(Path(tmp_path_factory.mktemp("lab-inventory")))
         run = playbook("-i", str(inventory), "site.yml")
+        if os.environ.get(SEEDS_FLEET_ENV):
+            seed_tmp = Path(tmp_path_factory.mktemp("fleet-seed"))
+
+            def build() -> str:
+                assert run.returncode == 0, f"the seed {LAB_HOST} did not converge: {run.stdout[-3000:]}"
+                return build_replica_image(seed_tmp, seed=LAB_HOST)
+
+            publish_replica_image(shared_dir(tmp_path_factory, worker_id), build)
         assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-3000:]
         return {"rc": run.returncode, "stdout": run.stdout, "summary": {}}
     # as an installed collection runs by default: without the prefork callback (e2e_lab.INSTALLED_CALLBACKS).
@@ -223,28 +241,25 @@ def converged_lab(lab: None, tmp_path_factory: pytest.TempPathFactory) -> dict[s
 
 
 @pytest.fixture(scope="session")
-def replica_image(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Iterator[str]:
+def replica_image(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, worker_id: str
+) -> Iterator[str]:
     """The image every fleet_lab replica starts from (tests/e2e/fleet_lab.py): one converged replica,
     made once per session and removed at its end; SGLANG_E2E_FLEET_IMAGE names a prebuilt one (kept),
-    SGLANG_E2E_KEEP_FLEET_IMAGE=1 keeps the one made here. Under pytest-xdist one image for every
-    worker (pytest-xdist's documented recipe for a session fixture made once): the first worker that
-    needs it builds it holding a file lock in the workers' shared temporary directory and writes its
-    tag there; another waits on the lock and reads the tag. The worker that built it removes it."""
+    SGLANG_E2E_KEEP_FLEET_IMAGE=1 keeps the one made here. With SGLANG_E2E_LAB_SEEDS_FLEET=1 (scripts/test)
+    the verify lab's converged host is the seed: the worker running the verify lab publishes the tag in
+    the workers' shared directory and this waits for it (pytest-xdist's recipe for work done once per
+    session; without xdist the lab fixture runs first, here); scripts/test removes that image."""
     given = replica_image_from_env()
     if given is not None:
         yield given
         return
-    shared = tmp_path_factory.getbasetemp().parent if worker_id != "master" else None
-    if shared is None:
-        tag = build_replica_image(Path(tmp_path_factory.mktemp("fleet-seed")))
-    else:
-        with FileLock(str(shared / "replica-image.lock")):
-            made = shared / "replica-image.tag"
-            if made.is_file():
-                yield made.read_text()
-                return
-            tag = build_replica_image(Path(tmp_path_factory.mktemp("fleet-seed")))
-            made.write_text(tag)
+    if os.environ.get(SEEDS_FLEET_ENV):
+        if worker_id == "master":
+            request.getfixturevalue("converged_lab")
+        yield await_replica_image(shared_dir(tmp_path_factory, worker_id))
+        return
+    tag = build_replica_image(Path(tmp_path_factory.mktemp("fleet-seed")))
     yield tag
     if not os.environ.get(KEEP_ENV):
         remove_replica_image(tag)

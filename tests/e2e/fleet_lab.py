@@ -11,10 +11,11 @@ stack's no-op rerun (the release, receipt and venv are there already) - the same
 has after its first deployment. The image is made once per pytest session (the `replica_image`
 fixture of conftest.py) and removed at its end; SGLANG_E2E_FLEET_IMAGE=<tag> names a prebuilt one
 that is used and left in place (a developer's own: a fleet_lab run with SGLANG_E2E_KEEP_FLEET_IMAGE=1
-keeps the image it made). Under pytest-xdist the image is made once for all workers (conftest's
-`replica_image`: the first worker that needs it builds it under a file lock, the others wait and read
-its tag): scripts/test's second e2e lane makes the verify lab's host from it too
-(SGLANG_E2E_LAB_FROM_REPLICA), so the verify lab and the fleet share one whole-stack install.
+keeps the image it made). scripts/test's second e2e lane makes the image from the verify lab's host instead
+(SGLANG_E2E_LAB_SEEDS_FLEET=1): right after that host's first site.yml, before its tests change it, the
+verify lab's worker adds the double, commits the host (it keeps running) and publishes the tag in the
+xdist workers' shared directory; the fleet's worker waits for it there. The verify lab and the fleet then
+share one whole-stack install and run side by side; scripts/test removes the image at the end.
 
 The fleet itself - its containers and network, the inventory (each server's sglang_router_worker_url:
 its IP on the fleet's network; sglang_router_url keeps its default, the router container's name), the
@@ -27,6 +28,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -60,31 +62,78 @@ def docker(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]
     return proc
 
 
-def build_replica_image(tmp: Path) -> str:
-    """A fresh seed replica converged by site.yml (the whole stack, lab mode: the unit installed, not
-    started), the double and the tokenizer added, stopped and committed to IMAGE_TAG; its tag."""
-    started = time.monotonic()
-    subprocess.run(["docker", "rm", "-f", "-v", SEED], capture_output=True, check=False)
-    made = cli("lab", "create", "--name", SEED)
-    assert made.returncode == 0, made.stderr
+def _commit(seed: Path | str, tmp: Path) -> None:
+    """The double and the tokenizer onto ``seed`` (a converged lab host), then ``seed`` committed to
+    IMAGE_TAG with its unit disabled: a replica made from the image must not start the real launcher
+    at boot (no GPU: SGLang's import and a failure, five times over, on every replica), its first
+    `up` enables it with the double."""
+    name = str(seed)
+    (tmp / "group_vars").mkdir(parents=True, exist_ok=True)
+    servers = {"children": {"lab": {"hosts": {name: docker_host(name)}}}}
+    write_yaml(tmp / "seed.yml", {"all": {"children": {"sglang_servers": servers}}})
+    write_yaml(tmp / "group_vars" / "lab.yml", lab_group_vars())
+    link = tmp / "group_vars" / "all"
+    if not link.exists():
+        link.symlink_to(REPO / "group_vars" / "all")
+    double = playbook("-i", str(tmp / "seed.yml"), "playbooks/lab/install_double.yml")
+    assert double.returncode == 0, double.stdout[-6000:]
+    docker("exec", name, "systemctl", "disable", "--quiet", "sglang-kimi.service", timeout=120)
     try:
-        (tmp / "group_vars").mkdir(parents=True, exist_ok=True)
-        servers = {"children": {"lab": {"hosts": {SEED: docker_host(SEED)}}}}
-        write_yaml(tmp / "seed.yml", {"all": {"children": {"sglang_servers": servers}}})
-        write_yaml(tmp / "group_vars" / "lab.yml", lab_group_vars())
-        link = tmp / "group_vars" / "all"
-        if not link.exists():
-            link.symlink_to(REPO / "group_vars" / "all")
-        converge = playbook("-i", str(tmp / "seed.yml"), "site.yml", timeout=5400)
-        assert converge.returncode == 0, converge.stdout[-6000:]
-        double = playbook("-i", str(tmp / "seed.yml"), "playbooks/lab/install_double.yml")
-        assert double.returncode == 0, double.stdout[-6000:]
-        docker("stop", SEED, timeout=300)
-        docker("commit", "--message", "sglang-deploy e2e: a converged replica", SEED, IMAGE_TAG, timeout=1800)
+        docker("commit", "--message", "sglang-deploy e2e: a converged replica", name, IMAGE_TAG, timeout=1800)
     finally:
+        docker("exec", name, "systemctl", "enable", "--quiet", "sglang-kimi.service", timeout=120)
+
+
+def build_replica_image(tmp: Path, seed: str = "") -> str:
+    """IMAGE_TAG from ``seed``, a lab host site.yml has just converged (scripts/test: the verify lab's,
+    before its tests change it; it keeps running, its unit enabled again), or from a fresh seed host
+    converged here by site.yml (the whole stack, lab mode) and removed once committed; its tag."""
+    started = time.monotonic()
+    if seed:
+        _commit(seed, tmp)
+    else:
         subprocess.run(["docker", "rm", "-f", "-v", SEED], capture_output=True, check=False)
-    print(f"replica image {IMAGE_TAG} made in {time.monotonic() - started:.0f}s")
+        made = cli("lab", "create", "--name", SEED)
+        assert made.returncode == 0, made.stderr
+        try:
+            servers = {"children": {"lab": {"hosts": {SEED: docker_host(SEED)}}}}
+            (tmp / "group_vars").mkdir(parents=True, exist_ok=True)
+            write_yaml(tmp / "seed.yml", {"all": {"children": {"sglang_servers": servers}}})
+            write_yaml(tmp / "group_vars" / "lab.yml", lab_group_vars())
+            (tmp / "group_vars" / "all").symlink_to(REPO / "group_vars" / "all")
+            converge = playbook("-i", str(tmp / "seed.yml"), "site.yml", timeout=5400)
+            assert converge.returncode == 0, converge.stdout[-6000:]
+            _commit(SEED, tmp)
+        finally:
+            subprocess.run(["docker", "rm", "-f", "-v", SEED], capture_output=True, check=False)
+    print(f"replica image {IMAGE_TAG} made from {seed or SEED} in {time.monotonic() - started:.0f}s")
     return IMAGE_TAG
+
+
+def publish_replica_image(shared: Path, build: Callable[[], str]) -> str:
+    """Build the image and publish its tag in ``shared`` (the xdist workers' common directory) for a
+    worker waiting in await_replica_image; a build that fails publishes its error instead."""
+    try:
+        tag = build()
+    except BaseException as exc:
+        (shared / "replica-image.error").write_text(f"{type(exc).__name__}: {exc}"[-4000:])
+        raise
+    (shared / "replica-image.tag.new").write_text(tag)
+    (shared / "replica-image.tag.new").rename(shared / "replica-image.tag")
+    return tag
+
+
+def await_replica_image(shared: Path, timeout_s: float = 5400) -> str:
+    """The tag another worker published in ``shared`` (publish_replica_image); fails with its error,
+    or after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if (shared / "replica-image.tag").is_file():
+            return (shared / "replica-image.tag").read_text()
+        error = shared / "replica-image.error"
+        assert not error.is_file(), f"the replica image was not made: {error.read_text()}"
+        time.sleep(10)
+    raise AssertionError(f"no replica image was published in {shared} within {timeout_s:.0f} s")
 
 
 def remove_replica_image(tag: str) -> None:
