@@ -26,12 +26,14 @@ demo --fleet` uses too. Here: the replica image, and make_fleet with the e2e's t
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from e2e_lab import REPO, cli, docker_host, lab_group_vars, playbook, write_yaml
 
 from sglang_deploy.lab_fleet import (
@@ -110,6 +112,33 @@ def build_replica_image(tmp: Path, seed: str = "") -> str:
     return IMAGE_TAG
 
 
+# What a replica image needs besides its own size (the seed's writable layer): room for one more
+# whole-stack install that another lane may start meanwhile (a molecule scenario, ~12 GB) and the
+# fleet's own containers and logs. Measured 2026-12-06: the image 12.5 GB, the lab hosts 12.3 GB each.
+DISK_MARGIN_BYTES = 16 * 1024**3
+
+
+def room_for_image(seed: str) -> str:
+    """'' when docker's storage has room for an image of ``seed`` beside the other lanes (its writable
+    layer + DISK_MARGIN_BYTES free), else why not (a disk that fills up fails every lane at once)."""
+    size = int(docker("inspect", "--size", "--format", "{{.SizeRw}}", seed, timeout=600).stdout.strip() or 0)
+    root = docker("info", "--format", "{{.DockerRootDir}}").stdout.strip() or "/var/lib/docker"
+    free = shutil.disk_usage(root).free
+    if free >= size + DISK_MARGIN_BYTES:
+        return ""
+    gib = 1024**3
+    return (
+        f"no room for the fleet's replica image beside the other lanes: {free / gib:.1f} GiB free in {root}, "
+        f"{(size + DISK_MARGIN_BYTES) / gib:.1f} GiB needed (the seed {seed}'s {size / gib:.1f} GiB + "
+        f"{DISK_MARGIN_BYTES / gib:.0f} GiB for the lanes that run meanwhile)"
+    )
+
+
+def publish_skip(shared: Path, why: str) -> None:
+    """Tell the worker waiting in await_replica_image that there is no image, and why (it skips)."""
+    (shared / "replica-image.skip").write_text(why)
+
+
 def publish_replica_image(shared: Path, build: Callable[[], str]) -> str:
     """Build the image and publish its tag in ``shared`` (the xdist workers' common directory) for a
     worker waiting in await_replica_image; a build that fails publishes its error instead."""
@@ -125,13 +154,15 @@ def publish_replica_image(shared: Path, build: Callable[[], str]) -> str:
 
 def await_replica_image(shared: Path, timeout_s: float = 5400) -> str:
     """The tag another worker published in ``shared`` (publish_replica_image); fails with its error,
-    or after ``timeout_s``."""
+    or after ``timeout_s``; skips the fleet's tests, saying why, when it published no room (publish_skip)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if (shared / "replica-image.tag").is_file():
             return (shared / "replica-image.tag").read_text()
         error = shared / "replica-image.error"
         assert not error.is_file(), f"the replica image was not made: {error.read_text()}"
+        if (shared / "replica-image.skip").is_file():
+            pytest.skip((shared / "replica-image.skip").read_text())
         time.sleep(10)
     raise AssertionError(f"no replica image was published in {shared} within {timeout_s:.0f} s")
 
