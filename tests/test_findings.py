@@ -3,11 +3,9 @@ once, warnings are the task's warnings, errors let through on a lab host are mar
 
 from __future__ import annotations
 
-import importlib
+from modload import REPO, load_module
 
-import modload  # noqa: F401 - puts the checkout's .collections on sys.path
-
-findings = importlib.import_module("ansible_collections.sglang.deploy.plugins.action.findings")
+findings = load_module("findings_action", REPO / "plugins" / "action" / "findings.py")
 
 
 def test_errors_fail_at_once_after_what() -> None:

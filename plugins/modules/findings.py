@@ -18,7 +18,7 @@ description:
   - Every warning is a warning of the task (Ansible's C([WARNING]) line; ansible-runner's event data).
   - "With O(errors_as_warnings) the errors are reported as warnings instead, each marked
     C(WARNING (<reason>): ) (e.g. the model checks on a lab host, whose service never starts)."
-  - The answer is the task's RV(decided): C(register) the task to read it later.
+  - The answer is the task's RV(decided); C(register) the task to read it later.
 options:
   decided:
     description:
