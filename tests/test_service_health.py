@@ -130,3 +130,20 @@ def test_check_mode_reports_the_restart_with_its_reason_and_runs_nothing(tmp_pat
     )
     assert started["changed"] is False, started
     assert "msg" not in started or not started["msg"], started
+
+
+def test_a_failed_wait_with_a_reason_fails_with_the_journal(tmp_path: Path) -> None:
+    """A restart with a reason whose /health never answers: the failure's message is the wait's (the unit,
+    the URL, the journal), not a clash with the reason (the reason is the msg of a result that ends well)."""
+    env = fake_systemctl(tmp_path)
+    (tmp_path / "journalctl").write_text("#!/bin/sh\necho 'unit said: model not found'\n")
+    (tmp_path / "journalctl").chmod(0o755)
+    args = {
+        "name": "sglang-kimi", "action": "restart", "health_url": "http://127.0.0.1:9/health",
+        "timeout_s": 1, "delay_s": 0.2, "record_dir": str(tmp_path / "startup"), "reason": "drift: env",
+    }  # fmt: skip
+    result = run_module("service_health", args, env=env)
+    assert result.get("failed") is True, result
+    assert "sglang-kimi.service did not answer 200 on http://127.0.0.1:9/health" in result["msg"], result
+    assert result["journal"] == ["unit said: model not found"]
+    assert (tmp_path / "calls").read_text().splitlines() == ["restart sglang-kimi.service"]

@@ -358,8 +358,10 @@ def main() -> None:
         "active": before.get("ActiveState", ""), "invocation_id": invocation,
     }  # fmt: skip
     acts = action == "restart" or (action == "start" and not running)
+    # the caller's reason: the result's msg when it ends well (a failure's msg is the failure)
+    note: dict[str, str] = {}
     if acts and p["reason"]:
-        result["msg"] = f"{action} {unit.name}: {p['reason']}"
+        note["msg"] = f"{action} {unit.name}: {p['reason']}"
         # shown under --diff (also in check mode): what the unit runs now, and why it is restarted
         result["diff"] = {
             "before_header": unit.name, "after_header": unit.name,
@@ -369,7 +371,7 @@ def main() -> None:
     if module.check_mode:
         result["changed"] = acts
         result["startup"] = recorded_startup(record, invocation, "check mode: no health request")
-        module.exit_json(**result)
+        module.exit_json(**note, **result)
     if action == "await" and not running:
         result["startup"] = not_measured("", f"not measured: {unit.name} is not active")
         module.exit_json(**result)
@@ -387,7 +389,7 @@ def main() -> None:
     else:
         reason = "not measured: /health was already 200 when first asked (a start this run did not see)"
         result["startup"] = recorded_startup(record, invocation, reason)
-    module.exit_json(**result)
+    module.exit_json(**note, **result)
 
 
 if __name__ == "__main__":
