@@ -64,12 +64,8 @@ def docker(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]
     return proc
 
 
-def _commit(seed: Path | str, tmp: Path) -> None:
-    """The double and the tokenizer onto ``seed`` (a converged lab host), then ``seed`` committed to
-    IMAGE_TAG with its unit disabled: a replica made from the image must not start the real launcher
-    at boot (no GPU: SGLang's import and a failure, five times over, on every replica), its first
-    `up` enables it with the double."""
-    name = str(seed)
+def _seed_inventory(tmp: Path, name: str) -> Path:
+    """An inventory naming the lab host ``name`` alone, with the lab's group_vars; its path."""
     (tmp / "group_vars").mkdir(parents=True, exist_ok=True)
     servers = {"children": {"lab": {"hosts": {name: docker_host(name)}}}}
     write_yaml(tmp / "seed.yml", {"all": {"children": {"sglang_servers": servers}}})
@@ -77,7 +73,16 @@ def _commit(seed: Path | str, tmp: Path) -> None:
     link = tmp / "group_vars" / "all"
     if not link.exists():
         link.symlink_to(REPO / "group_vars" / "all")
-    double = playbook("-i", str(tmp / "seed.yml"), "playbooks/lab/install_double.yml")
+    return tmp / "seed.yml"
+
+
+def _commit(seed: Path | str, tmp: Path) -> None:
+    """The double and the tokenizer onto ``seed`` (a converged lab host), then ``seed`` committed to
+    IMAGE_TAG with its unit disabled: a replica made from the image must not start the real launcher
+    at boot (no GPU: SGLang's import and a failure, five times over, on every replica), its first
+    `up` enables it with the double."""
+    name = str(seed)
+    double = playbook("-i", str(_seed_inventory(tmp, name)), "playbooks/lab/install_double.yml")
     assert double.returncode == 0, double.stdout[-6000:]
     docker("exec", name, "systemctl", "disable", "--quiet", "sglang-kimi.service", timeout=120)
     try:
@@ -98,12 +103,7 @@ def build_replica_image(tmp: Path, seed: str = "") -> str:
         made = cli("lab", "create", "--name", SEED)
         assert made.returncode == 0, made.stderr
         try:
-            servers = {"children": {"lab": {"hosts": {SEED: docker_host(SEED)}}}}
-            (tmp / "group_vars").mkdir(parents=True, exist_ok=True)
-            write_yaml(tmp / "seed.yml", {"all": {"children": {"sglang_servers": servers}}})
-            write_yaml(tmp / "group_vars" / "lab.yml", lab_group_vars())
-            (tmp / "group_vars" / "all").symlink_to(REPO / "group_vars" / "all")
-            converge = playbook("-i", str(tmp / "seed.yml"), "site.yml", timeout=5400)
+            converge = playbook("-i", str(_seed_inventory(tmp, SEED)), "site.yml", timeout=5400)
             assert converge.returncode == 0, converge.stdout[-6000:]
             _commit(SEED, tmp)
         finally:
