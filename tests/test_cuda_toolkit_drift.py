@@ -92,3 +92,67 @@ def test_wheel_purelib_read_or_predicted(tmp_path: Path) -> None:
     gone = {"venv": str(tmp_path / "other"), "interpreter": str(tmp_path / "no-python")}
     unknown = probe_mod.probe({**spec(home(tmp_path / "h3"), tmp_path / "s.json"), "wheel": gone})
     assert unknown["wheel"]["purelib"] == ""
+
+
+EXPECTED = {
+    "version": "13.0.1",
+    "release": "13.0",
+    "build": "13.0.88",
+    "builds": {"13.0.0": "13.0.48", "13.0.1": "13.0.88", "13.0.2": "13.0.88"},
+    "require_exact": False,
+}
+
+
+def install(**over: object) -> dict[str, object]:
+    return {"home": "/opt/cuda", "method": "existing", "check_mode": False, "drift": False, **over}
+
+
+def test_verdict_of_the_pinned_toolkit(tmp_path: Path) -> None:
+    out = probe_mod.probe(spec(home(tmp_path), tmp_path / "s.json"))
+    got = filters.cuda_toolkit_verdict(out, EXPECTED, install())
+    assert got["errors"] == []
+    assert got["verified"] is True
+    assert (got["release"], got["build"], got["releases"]) == ("13.0", "13.0.88", ["13.0.1", "13.0.2"])
+    assert (got["version"], got["version_source"]) == (
+        "13.0.1",
+        "nvcc build V13.0.88 (shared by 13.0.1, 13.0.2)",
+    )
+    assert "warnings" not in got
+    # what the install names wins over the build's releases
+    got = filters.cuda_toolkit_verdict(
+        out, EXPECTED, install(precise_version="13.0.1", precise_source="dpkg x 13.0.1-1")
+    )
+    assert (got["version"], got["version_source"]) == ("13.0.1", "dpkg x 13.0.1-1")
+
+
+def test_verdict_of_another_release_with_the_same_build(tmp_path: Path) -> None:
+    out = probe_mod.probe(spec(home(tmp_path), tmp_path / "s.json"))
+    named = install(precise_version="13.0.2", precise_source="version.json cuda.version=13.0.2")
+    got = filters.cuda_toolkit_verdict(out, EXPECTED, named)
+    assert got["errors"] == []
+    assert got["verified"] is True
+    assert "NOT the pinned 13.0.1, accepted: same nvcc build V13.0.88" in got["warnings"][0]
+    got = filters.cuda_toolkit_verdict(out, {**EXPECTED, "require_exact": True}, named)
+    assert got["verified"] is False
+    assert got["errors"] == [
+        "cuda_toolkit: the install at /opt/cuda is CUDA 13.0.2 (version.json cuda.version=13.0.2),"
+        " expected 13.0.1 (sglang_cuda_version) (cuda_toolkit_require_exact_release=true)"
+    ]
+
+
+def test_verdict_of_a_wrong_or_missing_nvcc(tmp_path: Path) -> None:
+    cuda = home(tmp_path, build="V13.0.48")
+    out = probe_mod.probe(spec(cuda, tmp_path / "s.json"))
+    (error,) = filters.cuda_toolkit_verdict(out, EXPECTED, install())["errors"]
+    assert "found nvcc release 13.0, V13.0.48 (= CUDA 13.0.0); expected release 13.0, V13.0.88" in error
+    assert error.endswith("nvcc said: Cuda compilation tools, release 13.0, V13.0.48")
+    (cuda / "bin" / "nvcc").unlink()
+    out = probe_mod.probe(spec(cuda, tmp_path / "s.json"))
+    (error,) = filters.cuda_toolkit_verdict(out, EXPECTED, install(method="apt"))["errors"]
+    assert error == "cuda_toolkit: no executable nvcc at /opt/cuda/bin/nvcc after the apt install"
+    # check mode before the install, or a drifted apt/wheel toolkit the real run reinstalls: not judged
+    for mode in (install(check_mode=True), install(check_mode=True, drift=True, method="wheel")):
+        got = filters.cuda_toolkit_verdict(out, EXPECTED, mode)
+        assert got["errors"] == []
+        assert got["verified"] is False
+        assert got["msg"].startswith("check mode")

@@ -1,4 +1,5 @@
-"""Filters of the cuda_toolkit role: what the probe (module sglang.deploy.cuda_toolkit_probe) found drifted.
+"""Filters of the cuda_toolkit role: what the probe (module sglang.deploy.cuda_toolkit_probe) found drifted,
+and the verdict on the toolkit after the install.
 
 Pure functions, unit-tested in tests/test_cuda_toolkit_drift.py.
 """
@@ -34,8 +35,87 @@ def cuda_toolkit_drift_text(probe: Mapping[str, Any], expected_build: str, expec
     return "; ".join(why)
 
 
+def cuda_toolkit_verdict(
+    probe: Mapping[str, Any],
+    expected: Mapping[str, Any],
+    install: Mapping[str, Any],
+) -> dict[str, Any]:
+    """Judge the toolkit at the probed home after the install (for sglang.deploy.findings).
+
+    ``expected``: version (X.Y.Z, sglang_cuda_version), release (X.Y), build (nvcc's V...),
+    builds (release -> nvcc build), require_exact. ``install``: home, method, check_mode, drift,
+    precise_version and precise_source (what the install itself names: dpkg, pip, version.json).
+    The answer: errors, verified (the toolkit was checked and held), release, build, releases (the
+    releases the build is), version and version_source (the concluded release), msg.
+    """
+    nvcc = probe.get("nvcc") or {}
+    home, method = str(install.get("home", "")), str(install.get("method", ""))
+    check_mode = bool(install.get("check_mode"))
+    answer: dict[str, Any] = {"errors": [], "verified": False, "release": "", "build": "", "releases": []}
+    version, build_pin = str(expected.get("version", "")), str(expected.get("build", ""))
+    if not nvcc.get("executable"):
+        if not check_mode:
+            answer["errors"].append(
+                f"cuda_toolkit: no executable nvcc at {home}/bin/nvcc after the {method} install"
+            )
+        answer["msg"] = "check mode: nvcc not installed yet, verification happens on the real run"
+        return answer
+    if check_mode and install.get("drift") and method != "existing":
+        answer["msg"] = (
+            "check mode: the toolkit drifted and is reinstalled; verification happens on the real run"
+        )
+        return answer
+    text = str(nvcc.get("version", ""))
+    found_build, found_release = _BUILD.search(text), _RELEASE.search(text)
+    build = found_build[1] if found_build else ""
+    release = found_release[1] if found_release else ""
+    builds = expected.get("builds") or {}
+    releases = [str(k) for k, v in builds.items() if v == build]
+    answer.update(release=release, build=build, releases=releases)
+    missing = list(probe.get("missing_files") or [])
+    if release != expected.get("release") or build != build_pin or missing:
+        named = " or ".join(releases) if releases else "release not in sglang_cuda_nvcc_builds"
+        said = text.strip().split("\n")[-1] if text.strip() else ""
+        answer["errors"].append(
+            f"cuda_toolkit: wrong CUDA toolkit at {home}:"
+            f" found nvcc release {release or '?'}, V{build or '?'}"
+            f" (= CUDA {named}); expected release {expected.get('release')}, V{build_pin}"
+            f" (= CUDA {version}, sglang_cuda_version)."
+            + (f" Missing: {', '.join(missing)}." if missing else "")
+            + f" nvcc said: {said}"
+        )
+        return answer
+    precise = str(install.get("precise_version") or "")
+    concluded = precise or version
+    source = (
+        str(install.get("precise_source", ""))
+        if precise
+        else f"nvcc build V{build} (shared by {', '.join(releases)})"
+    )
+    answer.update(version=concluded, version_source=source)
+    if concluded != version and (expected.get("require_exact") or concluded not in releases):
+        exact = " (cuda_toolkit_require_exact_release=true)" if expected.get("require_exact") else ""
+        answer["errors"].append(
+            f"cuda_toolkit: the install at {home} is CUDA {concluded} ({source}), expected {version}"
+            f" (sglang_cuda_version){exact}"
+        )
+        return answer
+    answer["verified"] = True
+    named = " or ".join(releases)
+    answer["msg"] = (
+        f"nvcc release {release}, V{build} = CUDA {named}; concluded CUDA {concluded} from {source}"
+    )
+    if concluded != version:
+        answer["warnings"] = [
+            f"cuda_toolkit: the install at {home} is CUDA {concluded} ({source}) - NOT the pinned {version},"
+            f" accepted: same nvcc build V{build} (cuda_toolkit_require_exact_release=false)"
+        ]
+    return answer
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
             "cuda_toolkit_drift_text": cuda_toolkit_drift_text,
+            "cuda_toolkit_verdict": cuda_toolkit_verdict,
         }
