@@ -23,8 +23,8 @@ def test_lab_mode_skip_lines_and_results(tmp_path: Path) -> None:
     rc, out = moltest.run_playbook("converge.yml", extra=[{"verify_results_file": str(results)}])
     assert rc == 0, out[-3000:]
     for title in LAYERS.values():
-        assert f'"msg": "verify layer {title} skipped: no GPU (lab mode)"' in out, out[-3000:]
-    assert f'"msg": "verify layer 5 (HTTP) skipped: {HTTP_SKIP}"' in out, out[-3000:]
+        assert f'"verify layer {title} skipped: no GPU (lab mode)"' in out, out[-3000:]
+    assert f'"verify layer 5 (HTTP) skipped: {HTTP_SKIP}"' in out, out[-3000:]
     assert f"verify layers 6-8 (benchmark, gate, rollback) skipped: {HTTP_SKIP}" in out, out[-3000:]
     assert "passed:" not in out
     doc: dict[str, Any] = json.loads(results.read_text())
@@ -41,7 +41,7 @@ def test_check_mode_runs_no_gpu_work() -> None:
     why = "check mode (read-only: no kernel, no allocation on the GPUs)"
     for key in ("cuda", "torch", "nccl"):
         assert f"verify layer {LAYERS[key]} skipped: {why}" in out, out[-3000:]
-    assert '"msg": "verify layer 1 (GPU) skipped: no GPU (lab mode)"' in out, out[-3000:]
+    assert '"verify layer 1 (GPU) skipped: no GPU (lab mode)"' in out, out[-3000:]
 
 
 def test_gpu_count_differs_from_preflight_fails_layer_1(host: Any) -> None:
@@ -55,14 +55,14 @@ def test_gpu_count_differs_from_preflight_fails_layer_1(host: Any) -> None:
 def test_tp1_skips_the_nccl_layer() -> None:
     rc, out = moltest.run_playbook("tp1.yml", "--tags", "verify_nccl")
     assert rc == 0, out[-3000:]
-    assert '"msg": "verify layer 4 (NCCL) skipped: tp 1 (no all-reduce)"' in out, out[-3000:]
+    assert '"verify layer 4 (NCCL) skipped: tp 1 (no all-reduce)"' in out, out[-3000:]
     assert "verify layer 1" not in out
 
 
 def test_doc_written_from_layers_1_to_4_without_a_release(host: Any) -> None:
     rc, out = moltest.run_playbook("doc_only.yml")
     assert rc == 0, out[-3000:]
-    assert '"msg": "verify layer 5 (HTTP) skipped: listed in verify_skip_layers"' in out, out[-3000:]
+    assert '"verify layer 5 (HTTP) skipped: listed in verify_skip_layers"' in out, out[-3000:]
     doc = host.file("/var/lib/sglang-deploy/production_v2.md")
     assert doc.is_file
     assert doc.user == "root"
