@@ -380,3 +380,17 @@ def test_a_router_host_takes_the_same_lock(lab: dict[str, Any]) -> None:
             first.kill()
             first.wait()
     assert not lab["lock"].exists()  # released at the end
+
+
+def test_lock_inputs_one_rule_naming_the_variable() -> None:
+    assert lock.input_errors({"path": "/run/sglang-deploy/lock", "stale_after_s": 43200}) == []
+    assert lock.input_errors({"path": "/run/sglang-deploy/lock", "stale_after_s": "0"}) == []
+    assert lock.input_errors({"stale_after_s": "-5"}) == [
+        'bad lock input: sglang_lock_stale_after_s="-5": allowed an integer >= 0 (seconds; 0 = a lock never'
+        " goes stale by age)"
+    ]
+    for path in ("run/lock", "/run/../etc/lock", "/run/lock\n", "/run/my lock"):
+        (error,) = lock.input_errors({"path": path})
+        assert error.startswith(
+            f"bad lock input: sglang_lock_path={json.dumps(path)}: allowed an absolute path"
+        )

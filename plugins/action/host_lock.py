@@ -20,6 +20,7 @@ from ansible_collections.sglang.deploy.plugins.module_utils.host_lock import (
     alive,
     command_line,
     describe,
+    input_errors,
     process_start,
     scrub_command,
 )
@@ -49,6 +50,10 @@ class ActionModule(ActionBase):  # type: ignore[misc]
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result: dict[str, Any] = super().run(tmp, task_vars)
         args = {k: v for k, v in self._task.args.items() if k in self._VALID_ARGS}
+        errors = input_errors(args)
+        if errors:
+            result.update(failed=True, changed=False, msg=" | ".join(errors))
+            return result
         args["holder"] = me = controller_holder()
         res: dict[str, Any] = self._execute_module(
             module_name="sglang.deploy.host_lock", module_args=args, task_vars=task_vars

@@ -48,6 +48,32 @@ _SHORT_WITH_VALUE = frozenset("ecfilMtTu")
 EXTRA_VARS = "--extra-vars"
 
 
+# The lock's inputs: option -> (the play variable that sets it, the pattern its whole value matches, what
+# is allowed). One rule, applied by the action plugin before the host is contacted.
+LOCK_INPUTS = {
+    "path": ("sglang_lock_path", r"/[A-Za-z0-9_./-]+", "an absolute path of [A-Za-z0-9_./-]"),
+    "stale_after_s": (
+        "sglang_lock_stale_after_s",
+        r"[0-9]{1,9}",
+        "an integer >= 0 (seconds; 0 = a lock never goes stale by age)",
+    ),
+}
+
+
+def input_errors(args: dict[str, Any]) -> list[str]:
+    """Each lock input given in ``args`` that its rule refuses, naming the variable, the value and what is
+    allowed (a value with a ``..`` path segment is refused too)."""
+    errors: list[str] = []
+    for option, (name, pattern, allowed) in LOCK_INPUTS.items():
+        if option not in args:
+            continue
+        value = args[option]
+        text = str(value)
+        if not re.fullmatch(pattern, text) or (option == "path" and ".." in text.split("/")):
+            errors.append(f"bad lock input: {name}={json.dumps(value)}: allowed {allowed}")
+    return errors
+
+
 @contextlib.contextmanager
 def _guard(path: str) -> Iterator[None]:
     os.makedirs(os.path.dirname(path) or "/", mode=0o755, exist_ok=True)
