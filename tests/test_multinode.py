@@ -247,3 +247,29 @@ def test_filter_plugin_exports_the_one_plan() -> None:
     assert filters["multinode_plan"] is M.plan or filters["multinode_plan"].__name__ == "plan"
     for name in filters:
         assert (REPO / "plugins" / "filter" / f"{name}.yml").is_file(), name
+
+
+def test_check_host_reads_the_probe_of_the_node() -> None:
+    mn_mod = M
+    plan = {"nnodes": 2, "replica": "r1", "rank": 0, "dist_init_port": 29500}
+    env = {"NCCL_SOCKET_IFNAME": "eth9", "GLOO_SOCKET_IFNAME": "eth0"}
+    net = {"ifaces": ["lo", "eth0"], "port_listening": False, "unit_active": ""}
+    (error,) = mn_mod.check_host(plan, env, "h0", net, "sglang-kimi")
+    assert error == (
+        'NCCL_SOCKET_IFNAME="eth9" names no network interface of host h0 (replica r1, rank 0): allowed one'
+        " interface that exists on every node of the replica; this host has eth0, lo"
+    )
+    env = {
+        "NCCL_SOCKET_IFNAME": "eth0",
+        "GLOO_SOCKET_IFNAME": "^lo",
+    }  # refused by check_ifnames: not looked up
+    assert mn_mod.check_host(plan, env, "h0", net, "sglang-kimi") == []
+    taken = {**net, "port_listening": True, "unit_active": "inactive"}
+    (error,) = mn_mod.check_host(
+        plan, {"NCCL_SOCKET_IFNAME": "eth0", "GLOO_SOCKET_IFNAME": "eth0"}, "h0", taken, "u"
+    )
+    assert error.startswith("sglang_dist_init_port=29500 is taken on host h0 (rank 0 of replica r1: a socket")
+    # the service that holds it, or another rank, or one node: nothing to say
+    assert mn_mod.check_host(plan, {}, "h0", {**taken, "unit_active": "active"}, "u") == []
+    assert mn_mod.check_host({**plan, "rank": 1}, {}, "h1", taken, "u") == []
+    assert mn_mod.check_host({**plan, "nnodes": 1}, env, "h0", None, "u") == []

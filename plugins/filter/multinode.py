@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ansible_collections.sglang.deploy.plugins.module_utils.multinode import (
+    check_host,
     check_ifnames,
     check_ip_allow,
     check_nodes,
@@ -27,6 +28,7 @@ class FilterModule:
             "multinode_plan": plan,
             "multinode_check_nodes": check_nodes,
             "multinode_check_ifnames": check_ifnames,
+            "multinode_check_host": check_host,
             "multinode_check_ip_allow": check_ip_allow,
             "multinode_listening": listening,
         }

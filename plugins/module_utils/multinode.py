@@ -29,6 +29,7 @@ The rules (docs/multinode.md):
 from __future__ import annotations
 
 import ipaddress
+import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -307,6 +308,33 @@ def check_nodes(mn: Mapping[str, Any], nodes: Mapping[str, Any], tp: Any, must_e
             f"sglang_tp_size={tp} does not fit replica {replica} of {nnodes} nodes x {per_node} GPU(s) "
             f"(sglang_tp_size_must_equal_gpu_count={_show(equal)}): allowed {allowed} "
             "(tp = nodes x GPUs per node" + (")" if equal else ", or nodes x a divisor of it)")
+        )
+    return errors
+
+
+def check_host(mn: Mapping[str, Any], env: Mapping[str, Any], host: str, net: Any, service: str) -> list[str]:
+    """This node of a multi-node replica, from what preflight's probe read on it (``net``: ifaces, the
+    entries of /sys/class/net; port_listening, whether a socket listens on the dist-init port (rank 0);
+    unit_active, the service's ActiveState when one does): each socket interface variable names an
+    interface the node has, and on rank 0 the dist-init port is free unless ``service``, which would hold
+    it, is active. Values check_ifnames refuses are not looked up."""
+    if int(mn.get("nnodes") or 1) <= 1:
+        return []
+    net = net if isinstance(net, Mapping) else {}
+    present = sorted(str(i) for i in net.get("ifaces") or [])
+    replica, rank = mn.get("replica"), int(mn.get("rank") or 0)
+    errors = [
+        f"{name}={json.dumps(value)} names no network interface of host {host} (replica {replica}, "
+        f"rank {rank}): allowed one interface that exists on every node of the replica; this host has "
+        + ", ".join(present)
+        for name, value in socket_ifnames(env).items()
+        if isinstance(value, str) and _IFNAME.fullmatch(value) and value not in present
+    ]
+    if rank == 0 and net.get("port_listening") and net.get("unit_active") != "active":
+        errors.append(
+            f"sglang_dist_init_port={mn.get('dist_init_port')} is taken on host {host} (rank 0 of replica "
+            f"{replica}: a socket listens on it and {service}.service, which would hold it, is not active): "
+            "allowed a port that is free on the rank-0 host; set sglang_dist_init_port to a free one"
         )
     return errors
 

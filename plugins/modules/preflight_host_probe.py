@@ -22,7 +22,11 @@ and owner of every directory on the way and of every file the server reads);
 "pcie" (when spec.pcie is true): {"lspci": the first executable of spec.lspci_candidates ("" when
 none: pciutils missing), "devices":
 the NVIDIA GPUs and PCI bridges of `lspci -vvv` (module_utils/pcie_acs.py parse_lspci), "cmdline":
-/proc/cmdline, "iommu": the entries of /sys/class/iommu}.
+/proc/cmdline, "iommu": the entries of /sys/class/iommu};
+"net" (when the spec names it: a node of a multi-node replica, {"port": the dist-init port on rank 0,
+else 0, "unit": the service unit}): {"ifaces": the entries of /sys/class/net, "port_listening": whether
+a TCP socket listens on the port (/proc/net/tcp, tcp6), "unit_active": the unit's ActiveState when one
+does}.
 """
 
 from __future__ import annotations
@@ -35,8 +39,10 @@ description:
     (the nearest existing ancestor of O(spec.root), its real path, mount point and bytes free for an
     unprivileged user) and, when asked, C(python) (C(requested), the C(path) it resolves to as uv
     resolves it, empty when none).
-  - When asked, C(models) (per name, the report of a model directory), C(service_user) and C(pcie)
-    (the GPUs and bridges of C(lspci -vvv), the kernel command line, the IOMMU entries).
+  - When asked, C(models) (per name, the report of a model directory), C(service_user), C(pcie)
+    (the GPUs and bridges of C(lspci -vvv), the kernel command line, the IOMMU entries) and C(net) (a
+    multi-node replica's node - its network interfaces and, on rank 0, whether a socket listens on the
+    dist-init port and the unit's C(ActiveState) when one does).
 options:
   spec:
     suboptions:
@@ -69,6 +75,12 @@ options:
         description: Where lspci is looked for (first executable wins; none found is reported, not a failure).
         type: list
         elements: path
+      net:
+        description: A multi-node replica's node (its interfaces; rank 0 - is the dist-init port taken).
+        type: dict
+        suboptions:
+          port: {description: The dist-init port (rank 0; 0 elsewhere)., type: int, default: 0}
+          unit: {description: The service unit that would hold the port., type: str}
   gather_subset:
     description:
       - Host facts to return in C(ansible_facts) as well.
@@ -112,6 +124,7 @@ from ansible.module_utils.basic import AnsibleModule  # type: ignore[import-unty
 from ansible.module_utils.facts import ansible_collector, default_collectors  # type: ignore[import-untyped]
 from ansible.module_utils.facts.namespace import PrefixFactNamespace  # type: ignore[import-untyped]
 from ansible_collections.sglang.deploy.plugins.module_utils.model_dir import inspect_dir, service_user
+from ansible_collections.sglang.deploy.plugins.module_utils.multinode import listening
 from ansible_collections.sglang.deploy.plugins.module_utils.pcie_acs import parse_lspci, relevant
 
 # what `min` means to ansible.builtin.setup (its minimal_gather_subset)
@@ -163,6 +176,34 @@ def read_pcie(candidates: list[str]) -> dict[str, Any]:
     return {"lspci": lspci, "devices": devices, "cmdline": cmdline, "iommu": iommu}
 
 
+def read_net(spec: dict[str, Any]) -> dict[str, Any]:
+    """A node of a multi-node replica: its network interfaces (/sys/class/net) and, when a port is given
+    (rank 0's dist-init port), whether a socket listens on it and the unit's ActiveState when one does."""
+    try:
+        ifaces = sorted(os.listdir("/sys/class/net"))
+    except OSError:
+        ifaces = []
+    out: dict[str, Any] = {"ifaces": ifaces, "port_listening": False, "unit_active": ""}
+    port = int(spec.get("port") or 0)
+    if port:
+        texts = []
+        for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+            try:
+                with open(name, encoding="utf-8") as fh:
+                    texts.append(fh.read())
+            except OSError:
+                continue
+        out["port_listening"] = listening(texts, port)
+    systemctl = shutil.which("systemctl") or ""
+    if out["port_listening"] and spec.get("unit") and systemctl:
+        done = subprocess.run(
+            [systemctl, "show", "-p", "ActiveState", "--value", str(spec["unit"])],
+            capture_output=True, text=True, timeout=30, check=False,
+        )  # fmt: skip
+        out["unit_active"] = done.stdout.strip()
+    return out
+
+
 def probe(spec: dict[str, Any]) -> dict[str, Any]:
     smi = next((p for p in spec.get("smi_candidates", []) if os.path.isfile(p) and os.access(p, os.X_OK)), "")
     root = str(spec["root"])
@@ -180,6 +221,8 @@ def probe(spec: dict[str, Any]) -> dict[str, Any]:
         answers["service_user"] = service_user(str(spec["service_user"]))
     if spec.get("pcie"):
         answers["pcie"] = read_pcie([str(p) for p in spec.get("lspci_candidates") or []])
+    if spec.get("net"):
+        answers["net"] = read_net(dict(spec["net"]))
     return {
         **answers,
         "nvidia_smi": smi,
