@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from modload import REPO, load_module
 
 probe_mod = load_module("cuda_probe", REPO / "plugins" / "modules" / "cuda_toolkit_probe.py")
@@ -113,29 +114,38 @@ def test_verdict_of_the_pinned_toolkit(tmp_path: Path) -> None:
     assert got["errors"] == []
     assert got["verified"] is True
     assert (got["release"], got["build"], got["releases"]) == ("13.0", "13.0.88", ["13.0.1", "13.0.2"])
-    assert (got["version"], got["version_source"]) == (
-        "13.0.1",
-        "nvcc build V13.0.88 (shared by 13.0.1, 13.0.2)",
-    )
+    assert got["version"] == "13.0.1"
+    assert got["version_source"] == "nvcc build V13.0.88 (shared by 13.0.1, 13.0.2)"
     assert "warnings" not in got
-    # what the install names wins over the build's releases
-    got = filters.cuda_toolkit_verdict(
-        out, EXPECTED, install(precise_version="13.0.1", precise_source="dpkg x 13.0.1-1")
+    # what the install names wins over the build's releases: the apt package's installed version
+    apt = filters.cuda_toolkit_verdict(
+        {**out, "package_version": "13.0.1-1"}, EXPECTED, install(method="apt", package="cuda-toolkit-13-0")
     )
-    assert (got["version"], got["version_source"]) == ("13.0.1", "dpkg x 13.0.1-1")
+    assert (apt["version"], apt["version_source"]) == ("13.0.1", "dpkg cuda-toolkit-13-0 13.0.1-1")
+    wheel = {"python": True, "purelib": "/p/site-packages", "version": "13.0.1"}
+    pip = filters.cuda_toolkit_verdict(
+        {**out, "wheel": wheel}, EXPECTED, install(method="wheel", purelib="/p/site-packages")
+    )
+    assert (pip["version"], pip["version_source"]) == ("13.0.1", "pip cuda-toolkit 13.0.1")
 
 
-def test_verdict_of_another_release_with_the_same_build(tmp_path: Path) -> None:
-    out = probe_mod.probe(spec(home(tmp_path), tmp_path / "s.json"))
-    named = install(precise_version="13.0.2", precise_source="version.json cuda.version=13.0.2")
-    got = filters.cuda_toolkit_verdict(out, EXPECTED, named)
+def test_verdict_reads_version_json_of_an_existing_toolkit(tmp_path: Path) -> None:
+    cuda = home(tmp_path)
+    (cuda / "version.json").write_text(json.dumps({"cuda": {"name": "CUDA SDK", "version": "13.0.2"}}))
+    out = probe_mod.probe(spec(cuda, tmp_path / "s.json"))
+    assert out["version_json"] == "13.0.2"
+    got = filters.cuda_toolkit_verdict(out, EXPECTED, install(home=str(cuda)))
     assert got["errors"] == []
     assert got["verified"] is True
-    assert "NOT the pinned 13.0.1, accepted: same nvcc build V13.0.88" in got["warnings"][0]
-    got = filters.cuda_toolkit_verdict(out, {**EXPECTED, "require_exact": True}, named)
+    assert (
+        f"{cuda} is CUDA 13.0.2 ({cuda}/version.json cuda.version=13.0.2) - NOT the pinned 13.0.1"
+        in got["warnings"][0]
+    )
+    assert "accepted: same nvcc build V13.0.88" in got["warnings"][0]
+    got = filters.cuda_toolkit_verdict(out, {**EXPECTED, "require_exact": True}, install(home=str(cuda)))
     assert got["verified"] is False
     assert got["errors"] == [
-        "cuda_toolkit: the install at /opt/cuda is CUDA 13.0.2 (version.json cuda.version=13.0.2),"
+        f"cuda_toolkit: the install at {cuda} is CUDA 13.0.2 ({cuda}/version.json cuda.version=13.0.2),"
         " expected 13.0.1 (sglang_cuda_version) (cuda_toolkit_require_exact_release=true)"
     ]
 
@@ -150,9 +160,43 @@ def test_verdict_of_a_wrong_or_missing_nvcc(tmp_path: Path) -> None:
     out = probe_mod.probe(spec(cuda, tmp_path / "s.json"))
     (error,) = filters.cuda_toolkit_verdict(out, EXPECTED, install(method="apt"))["errors"]
     assert error == "cuda_toolkit: no executable nvcc at /opt/cuda/bin/nvcc after the apt install"
+    # an existing toolkit has nothing that would install nvcc: an error in check mode too
+    (error,) = filters.cuda_toolkit_verdict(out, EXPECTED, install(check_mode=True))["errors"]
+    assert (
+        "cuda_toolkit_existing_path=/opt/cuda has no executable bin/nvcc (expected CUDA 13.0.1 there)"
+        in error
+    )
     # check mode before the install, or a drifted apt/wheel toolkit the real run reinstalls: not judged
-    for mode in (install(check_mode=True), install(check_mode=True, drift=True, method="wheel")):
+    for mode in (
+        install(check_mode=True, method="apt"),
+        install(check_mode=True, drift=True, method="wheel"),
+    ):
         got = filters.cuda_toolkit_verdict(out, EXPECTED, mode)
         assert got["errors"] == []
         assert got["verified"] is False
         assert got["msg"].startswith("check mode")
+
+
+def test_verdict_of_a_venv_whose_site_packages_the_links_miss(tmp_path: Path) -> None:
+    out = probe_mod.probe(spec(home(tmp_path), tmp_path / "s.json"))
+    wheel = {"python": True, "purelib": "/venv/lib/python3.13/site-packages", "version": "13.0.1"}
+    (error,) = filters.cuda_toolkit_verdict(
+        {**out, "wheel": wheel},
+        EXPECTED,
+        install(method="wheel", purelib="/venv/lib/python3.12/site-packages"),
+    )["errors"]
+    assert "site-packages is /venv/lib/python3.13/site-packages, but the prefix links point into" in error
+
+
+def test_a_held_package_is_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    status = tmp_path / "status"
+    status.write_text(
+        "Package: cuda-toolkit-13-0\nStatus: hold ok installed\nVersion: 13.0.1-1\n\n"
+        "Package: g++\nStatus: install ok installed\nVersion: 4:13.2.0-7\n\n"
+        "Package: gone\nStatus: deinstall ok config-files\nVersion: 1\n"
+    )
+    real = Path
+    monkeypatch.setattr(
+        probe_mod, "Path", lambda p, *a: real(str(status) if p == "/var/lib/dpkg/status" else p, *a)
+    )
+    assert probe_mod.dpkg_status() == {"cuda-toolkit-13-0": "13.0.1-1", "g++": "4:13.2.0-7"}

@@ -111,7 +111,8 @@ class ActionModule(ActionBase):  # type: ignore[misc]
         layers: dict[str, Any] = {}
         # the report lines and this task's layers (scrubbed: the result is printed); the caller
         # combines `layers` into verify_results
-        result.update(changed=False, layers=layers, msg=lines, _ansible_verbose_always=bool(args.get("layers")))
+        shown = bool(args.get("layers"))
+        result.update(changed=False, layers=layers, msg=lines, _ansible_verbose_always=shown)
         for layer in args.get("layers") or []:
             stops = bool(layer.get("stop", default_stop))
             if layer.get("skip"):

@@ -35,6 +35,18 @@ def cuda_toolkit_drift_text(probe: Mapping[str, Any], expected_build: str, expec
     return "; ".join(why)
 
 
+def named_release(probe: Mapping[str, Any], method: str, home: str, package: str) -> tuple[str, str]:
+    """The release the install itself names, and where it says so ('' when it names none)."""
+    if method == "apt":
+        installed = str(probe.get("package_version") or "")
+        return (installed.rsplit("-", 1)[0] if installed else ""), f"dpkg {package} {installed}"
+    if method == "wheel":
+        named = str((probe.get("wheel") or {}).get("version") or "")
+        return named, f"pip cuda-toolkit {named}"
+    named = str(probe.get("version_json") or "")
+    return named, f"{home}/version.json cuda.version={named or '?'}"
+
+
 def cuda_toolkit_verdict(
     probe: Mapping[str, Any],
     expected: Mapping[str, Any],
@@ -44,9 +56,11 @@ def cuda_toolkit_verdict(
 
     ``expected``: version (X.Y.Z, sglang_cuda_version), release (X.Y), build (nvcc's V...),
     builds (release -> nvcc build), require_exact. ``install``: home, method, check_mode, drift,
-    precise_version and precise_source (what the install itself names: dpkg, pip, version.json).
-    The answer: errors, verified (the toolkit was checked and held), release, build, releases (the
-    releases the build is), version and version_source (the concluded release), msg.
+    package (the apt method's toolkit package), purelib (the wheel method's site-packages the prefix
+    links point into). The release the install names is the probe's: the package's installed version
+    (apt), the venv's cuda-toolkit version (wheel), version.json (existing). The answer: errors,
+    verified (the toolkit was checked and held), release, build, releases (the releases the build is),
+    version and version_source (the concluded release), msg.
     """
     nvcc = probe.get("nvcc") or {}
     home, method = str(install.get("home", "")), str(install.get("method", ""))
@@ -54,11 +68,24 @@ def cuda_toolkit_verdict(
     answer: dict[str, Any] = {"errors": [], "verified": False, "release": "", "build": "", "releases": []}
     version, build_pin = str(expected.get("version", "")), str(expected.get("build", ""))
     if not nvcc.get("executable"):
-        if not check_mode:
+        if method == "existing":
+            answer["errors"].append(
+                f"cuda_toolkit: cuda_toolkit_method=existing but cuda_toolkit_existing_path={home} has no"
+                f" executable bin/nvcc (expected CUDA {version} there)."
+            )
+        elif not check_mode:
             answer["errors"].append(
                 f"cuda_toolkit: no executable nvcc at {home}/bin/nvcc after the {method} install"
             )
         answer["msg"] = "check mode: nvcc not installed yet, verification happens on the real run"
+        return answer
+    wheel = probe.get("wheel") or {}
+    if method == "wheel" and wheel.get("python") and wheel.get("purelib") != install.get("purelib"):
+        answer["errors"].append(
+            f"cuda_toolkit: the venv's site-packages is {wheel.get('purelib')}, but the prefix links point"
+            f" into {install.get('purelib') or '(unknown)'} (predicted from cuda_toolkit_wheel_python);"
+            " a rerun links the venv's own"
+        )
         return answer
     if check_mode and install.get("drift") and method != "existing":
         answer["msg"] = (
@@ -85,13 +112,9 @@ def cuda_toolkit_verdict(
             + f" nvcc said: {said}"
         )
         return answer
-    precise = str(install.get("precise_version") or "")
+    precise, source = named_release(probe, method, home, str(install.get("package", "")))
     concluded = precise or version
-    source = (
-        str(install.get("precise_source", ""))
-        if precise
-        else f"nvcc build V{build} (shared by {', '.join(releases)})"
-    )
+    source = source if precise else f"nvcc build V{build} (shared by {', '.join(releases)})"
     answer.update(version=concluded, version_source=source)
     if concluded != version and (expected.get("require_exact") or concluded not in releases):
         exact = " (cuda_toolkit_require_exact_release=true)" if expected.get("require_exact") else ""

@@ -3,11 +3,14 @@
 
 module: sglang.deploy.cuda_toolkit_probe (returns `probe`; SPEC is its `spec` option)
 SPEC: {"home": CUDA_HOME, "packages": [dpkg names], "needed": [files under home], "selftest_state": path,
-       "selftest_key": str, "wheel": {"venv": path, "interpreter": python} (wheel method)}
+       "selftest_key": str, "package": dpkg name (apt method), "wheel": {"venv": path, "interpreter": python}
+       (wheel method)}
 Answers: missing dpkg packages; nvcc (exists, `nvcc --version` output, sha256); toolkit files that are
 missing; the dpkg package that owns nvcc; the self-test cache key (selftest_key + nvcc's sha256) and
-whether the state file holds it; for the wheel method the venv's cuda-toolkit version and its
-site-packages (before the venv exists: the one `interpreter -m venv` will make). The role's files,
+whether the state file holds it; the release the install names: the toolkit package's installed version
+(apt), home/version.json's cuda.version (an existing toolkit); for the wheel method the venv's
+cuda-toolkit version and its site-packages (before the venv exists: the one `interpreter -m venv` will
+make). The role's files,
 directories and links are not probed here: sglang.deploy.managed_state compares and applies them.
 """
 
@@ -19,9 +22,10 @@ short_description: Read-only probe of the CUDA toolkit (prerequisites, nvcc, sel
 description:
   - Answers the missing dpkg packages; nvcc (exists, C(nvcc --version) output, sha256); the toolkit files
     that are missing; the dpkg package that owns nvcc; the self-test cache key and whether the state file
-    holds it; for the wheel method the venv's cuda-toolkit version and its site-packages (before the venv
-    exists, the one O(spec.wheel.interpreter) C(-m venv) will create, so that the prefix links can be
-    described before the install).
+    holds it; the release the install names (O(spec.package)'s installed version, C(version.json)'s
+    C(cuda.version) under O(spec.home)); for the wheel method the venv's cuda-toolkit version and its
+    site-packages (before the venv exists, the one O(spec.wheel.interpreter) C(-m venv) will create, so
+    that the prefix links can be described before the install).
   - The role's files, directories and links are compared and applied by M(sglang.deploy.managed_state).
 options:
   spec:
@@ -35,6 +39,7 @@ options:
         default: []
       selftest_state: {description: The self-test cache file., type: path}
       selftest_key: {description: The self-test inputs (with nvcc's sha256 the cache key)., type: str}
+      package: {description: The toolkit's dpkg package (apt method) whose version is read., type: str}
       wheel:
         description: The wheel method's layout.
         type: dict
@@ -78,7 +83,8 @@ from ansible_collections.sglang.deploy.plugins.module_utils.host_state import (
 
 
 def dpkg_status() -> dict[str, str]:
-    """{package: version} of the packages dpkg lists as `install ok installed`."""
+    """{package: version} of the packages dpkg lists as installed (`install ok installed`, or `hold ok
+    installed`: the apt method holds the toolkit package)."""
     ok: dict[str, str] = {}
     try:
         text = Path("/var/lib/dpkg/status").read_text(encoding="utf-8", errors="replace")
@@ -88,7 +94,7 @@ def dpkg_status() -> dict[str, str]:
         fields = dict(
             line.split(":", 1) for line in stanza.splitlines() if ":" in line and not line.startswith(" ")
         )
-        if fields.get("Status", "").strip() == "install ok installed":
+        if fields.get("Status", "").split()[1:] == ["ok", "installed"]:
             ok[fields.get("Package", "").strip()] = fields.get("Version", "").strip()
     return ok
 
@@ -153,6 +159,16 @@ def venv_purelib(venv: Path, interpreter: str) -> str:
     return str(venv / "lib" / f"python{version}" / "site-packages")
 
 
+def version_json(home: Path) -> str:
+    """The toolkit's own release (version.json's cuda.version, '' when there is none)."""
+    try:
+        doc = json.loads((home / "version.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return ""
+    cuda = doc.get("cuda") if isinstance(doc, dict) else None
+    return str(cuda.get("version", "")) if isinstance(cuda, dict) else ""
+
+
 def probe(spec: dict[str, Any]) -> dict[str, Any]:
     home = Path(spec["home"])
     installed = dpkg_status()
@@ -170,7 +186,10 @@ def probe(spec: dict[str, Any]) -> dict[str, Any]:
         "selftest_key": key,
         "selftest_cached": cached and bool(nvcc["sha256"]),
         "selftest_gpu_run": state.get("gpu_run", "not run") if cached else "not run",
+        "version_json": version_json(home),
     }
+    if spec.get("package"):
+        out["package_version"] = installed.get(str(spec["package"]), "")
     if spec.get("dpkg_owner"):
         out["nvcc_package"] = dpkg_owner(str(home / "bin" / "nvcc"))
     wheel = spec.get("wheel")
