@@ -102,7 +102,7 @@ def cuda_toolkit_verdict(
     missing = list(probe.get("missing_files") or [])
     if release != expected.get("release") or build != build_pin or missing:
         named = " or ".join(releases) if releases else "release not in sglang_cuda_nvcc_builds"
-        said = text.strip().split("\n")[-1] if text.strip() else ""
+        said = text.strip().rsplit("\n", maxsplit=1)[-1] if text.strip() else ""
         answer["errors"].append(
             f"cuda_toolkit: wrong CUDA toolkit at {home}:"
             f" found nvcc release {release or '?'}, V{build or '?'}"
