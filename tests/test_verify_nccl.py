@@ -210,16 +210,18 @@ def test_two_nodes_meet_with_gloo(sglang_venv_python: Path, tmp_path: Path) -> N
 
 
 def _layer_args(spec: dict[str, Any]) -> list[str]:
-    """The argv layer 4's task (roles/verify/tasks/main.yml) renders for a host with this launch spec (its
-    own template text, rendered by Jinja with Ansible's `quote`), parsed as the script parses it."""
+    """The argv layer 4's entry of the layers task (roles/verify/tasks/main.yml) renders for a host with
+    this launch spec (its own template text, rendered by Jinja with Ansible's `quote`), parsed as the
+    script parses it."""
     import shlex  # noqa: PLC0415
 
     import jinja2  # noqa: PLC0415
     import yaml  # noqa: PLC0415
 
     tasks = yaml.safe_load((ROOT / "roles/verify/tasks/main.yml").read_text())
-    [task] = [t for t in tasks if t["name"].startswith("Layer 4 - NCCL")]
-    assert task["vars"]["__verify_layer_script"] == "nccl_allreduce.py"
+    [task] = [t for t in tasks if t["name"].startswith("Layers 1-4")]
+    [layer] = [x for x in task["vars"]["__layers"] if x["key"] == "nccl"]
+    assert layer["script"] == "nccl_allreduce.py"
     env = jinja2.Environment(undefined=jinja2.StrictUndefined)
     env.filters["quote"] = lambda v: shlex.quote(str(v))
     variables: dict[str, Any] = {
@@ -230,10 +232,10 @@ def _layer_args(spec: dict[str, Any]) -> list[str]:
         "verify_nccl_env_force": {"NCCL_NVLS_ENABLE": 0},
     }
     # what the task's vars line resolves to: preflight_launch_spec.multinode | default({'nnodes': 1})
-    assert "preflight_launch_spec.multinode" in task["vars"]["__verify_mn"]
-    variables["__verify_mn"] = spec.get("multinode", {"nnodes": 1})
-    variables["__verify_layer_floors"] = [["--max-latency-us-8k", None]]
-    return shlex.split(env.from_string(task["vars"]["__verify_layer_args"]).render(variables))
+    assert "preflight_launch_spec.multinode" in task["vars"]["__mn"]
+    variables["__mn"] = spec.get("multinode", {"nnodes": 1})
+    variables["__floors"] = [["--max-latency-us-8k", None]]
+    return shlex.split(env.from_string(layer["args"]).render(variables))
 
 
 def test_layer_args_of_each_node() -> None:
