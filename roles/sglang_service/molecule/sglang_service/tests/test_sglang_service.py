@@ -274,8 +274,8 @@ STATE_TASK = (
     "key file, unit, drop-ins, enablement)"
 )
 RESTART_TASK = (
-    "sglang_service : Restart sglang service (its unit, key file, launcher or drop-ins changed, "
-    "or the process drifted)"
+    "sglang_service : Start sglang service and wait for /health (restarted when its unit, key file, "
+    "launcher or drop-ins changed, or the process drifted)"
 )
 
 
