@@ -190,3 +190,35 @@ def test_the_larger_spread_alone_was_not_enough() -> None:
     assert first["algo_ring"]["decode_median_us"] < first["defaults"]["decode_median_us"] * 0.88
     assert max(first["algo_ring"]["decode_spread_pct"], first["defaults"]["decode_spread_pct"]) < 12 < gain1
     assert second["algo_ring"]["decode_median_us"] > second["defaults"]["decode_median_us"] * 1.10
+
+
+@pytest.mark.parametrize(
+    ("choice", "env"),
+    [
+        ("algo_ring", {"NCCL_ALGO": "Ring"}),
+        ("defaults", {}),
+        ("proto", {"NCCL_PROTO": "^LL128", "NCCL_P2P_LEVEL": "SYS", "NCCL_BUFFSIZE": "8388608"}),
+    ],
+)
+def test_record_schema_accepts_what_nccl_env_renders(choice: str, env: dict[str, str]) -> None:
+    assert nccl.record_errors({"choice": choice, "vars": env}) == ""
+
+
+@pytest.mark.parametrize(
+    ("choice", "env"),
+    [
+        ("algo_ring{{ lookup('pipe', 'id') }}", {"NCCL_ALGO": "Ring"}),
+        ("Algo", {}),
+        ("x" * 65, {}),
+        ("ok", {"LD_PRELOAD": "/tmp/x.so"}),
+        ("ok", {"NCCL_ALGO": "Ring{{ 7 * 7 }}"}),
+        ("ok", {"NCCL_ALGO": "Ring\n"}),
+        ("ok", {"NCCL_ALGO\n": "Ring"}),
+        ("ok", ["NCCL_ALGO"]),
+        (None, {}),
+    ],
+)
+def test_record_schema_refuses_names_and_values_outside_it(choice: Any, env: Any) -> None:
+    why = nccl.record_errors({"choice": choice, "vars": env})
+    assert why.startswith("autotune NCCL record refused: choice=")
+    assert "allowed a candidate name [a-z0-9_]+ and variables NCCL_[A-Z0-9_]+" in why

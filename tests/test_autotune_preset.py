@@ -116,3 +116,25 @@ def test_table_columns() -> None:
     assert "| baseline/bs128 | 92.7 | 689.4 | -9.2% |  |" in lines
     assert "| **production/bs128 (current)** | 86.8 | 759.3 | - | chosen |" in lines
     assert lines[-1] == "Best per level: C=1: baseline/bs128, C=30: production/bs128 (output tok/s)"
+
+
+def test_choice_schema_accepts_a_controller_candidate() -> None:
+    assert preset.choice_errors({"preset": "production", "cuda_graph_max_bs": 128}, PRESETS) == ""
+    assert preset.choice_errors(preset.choose(SEED, CURRENT, 30, PRESETS)["choice"], PRESETS) == ""
+
+
+@pytest.mark.parametrize(
+    "choice",
+    [
+        {"preset": "unknown", "cuda_graph_max_bs": 128},
+        {"preset": "production{{ 7 * 7 }}", "cuda_graph_max_bs": 128},
+        {"preset": "production", "cuda_graph_max_bs": 0},
+        {"preset": "production", "cuda_graph_max_bs": "128\n"},
+        {"preset": "production", "cuda_graph_max_bs": 1234567},
+        {"preset": None, "cuda_graph_max_bs": 128},
+    ],
+)
+def test_choice_schema_refuses_what_is_no_candidate(choice: dict[str, Any]) -> None:
+    why = preset.choice_errors(choice, PRESETS)
+    assert why.startswith("autotune preset choice refused: ")
+    assert "allowed a preset of sglang_presets (" in why

@@ -31,11 +31,18 @@ The rule (``choose``):
 
 from __future__ import annotations
 
+import json
+import re
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 DEFAULTS = "defaults"
+# What the nccl_env role renders from a record (the host's measurements are data, issue 21): a
+# candidate name, NCCL_* variable names and plain values; record_errors() refuses anything else.
+CHOICE_RE = re.compile(r"[a-z0-9_]{1,64}")
+VAR_NAME_RE = re.compile(r"NCCL_[A-Z0-9_]{1,64}")
+VAR_VALUE_RE = re.compile(r"[A-Za-z0-9_.,:+/^=-]{0,256}")
 _UNITS = ((1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K"))
 
 
@@ -159,6 +166,25 @@ def choose(
         reason += f"; tied within {tie_pct:g}% with {others}: fewer variables, then more busbw, then name"
     return {"choice": win["name"], "vars": win["vars"], "changed": True, "reason": reason, "rows": rows,
             "rules": rules}  # fmt: skip
+
+
+def record_errors(result: Mapping[str, Any]) -> str:
+    """Why the choice may not be recorded ('' = it may): its name and variables outside the schema."""
+    choice, env = result.get("choice"), result.get("vars")
+    ok = (
+        isinstance(choice, str)
+        and CHOICE_RE.fullmatch(choice) is not None
+        and isinstance(env, Mapping)
+        and all(isinstance(k, str) and VAR_NAME_RE.fullmatch(k) for k in env)
+        and all(VAR_VALUE_RE.fullmatch(str(v)) for v in env.values())
+    )
+    if ok:
+        return ""
+    return (
+        f"autotune NCCL record refused: choice={json.dumps(choice)} vars={json.dumps(env, default=str)}: "
+        "allowed a candidate name [a-z0-9_]+ and variables NCCL_[A-Z0-9_]+ with values of "
+        "[A-Za-z0-9_.,:+/^=-] (nothing is recorded)"
+    )
 
 
 def _judge(row: dict[str, Any], base: dict[str, Any], floor_pct: float, min_gain_pct: float) -> None:

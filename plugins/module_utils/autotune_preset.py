@@ -26,8 +26,15 @@ Per level, the best candidate is reported too (informational).
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+# What the record's switches may hold (written plain into host_vars): a preset of sglang_presets and
+# an integer --cuda-graph-max-bs; choice_errors() refuses anything else.
+PRESET_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
+MAX_BS_RE = re.compile(r"[1-9][0-9]{0,5}")
 
 
 def candidate_name(preset: str, max_bs: int) -> str:
@@ -129,6 +136,24 @@ def choose(
         "rows": rows,
         "rules": rules,
     }
+
+
+def choice_errors(choice: Mapping[str, Any], presets: Mapping[str, Any]) -> str:
+    """Why the choice may not be recorded ('' = it may): a preset outside sglang_presets or the schema."""
+    preset, max_bs = choice.get("preset"), choice.get("cuda_graph_max_bs")
+    ok = (
+        isinstance(preset, str)
+        and PRESET_RE.fullmatch(preset) is not None
+        and preset in presets
+        and MAX_BS_RE.fullmatch(str(max_bs)) is not None
+    )
+    if ok:
+        return ""
+    return (
+        f"autotune preset choice refused: {json.dumps(dict(choice), default=str)}: allowed a preset of "
+        f"sglang_presets ({', '.join(map(str, presets))}) and an integer --cuda-graph-max-bs "
+        "(nothing is recorded)"
+    )
 
 
 def _drift(rows: list[dict[str, Any]], cur: dict[str, Any] | None, target: int, min_gain_pct: float) -> str:
