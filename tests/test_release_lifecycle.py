@@ -92,8 +92,8 @@ def test_complete_writes_the_receipt_then_the_marker_and_never_rewrites(tmp_path
 
 
 def test_parsers_and_the_sync_command() -> None:
-    out = "python3-venv ii \npython3-packaging un \nlibc6:amd64 ii \n"
-    assert release.missing_packages(out, ["python3-venv", "python3-packaging", "patch", "libc6"]) == [
+    out = "python3-venv ii \npython3-packaging un \nlibc6:amd64 ii \ng++ hi \npatch rc \n"
+    assert release.missing_packages(out, ["python3-venv", "python3-packaging", "patch", "libc6", "g++"]) == [
         "python3-packaging",
         "patch",
     ]

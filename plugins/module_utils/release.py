@@ -146,11 +146,11 @@ def remaining(markers: Iterable[Mapping[str, Any]], release_dir: str, removed: I
 
 def missing_packages(dpkg_output: str, wanted: Iterable[str]) -> list[str]:
     """The packages of ``wanted`` that ``dpkg-query -W -f '${Package} ${db:Status-Abbrev}\\n'`` does not
-    report installed ('ii'), in the order wanted."""
+    report installed (status 'i': 'ii', or 'hi' for a held one), in the order wanted."""
     installed = set()
     for line in dpkg_output.splitlines():
         parts = line.split()
-        if len(parts) >= 2 and parts[1].startswith("ii"):
+        if len(parts) >= 2 and parts[1][1:2] == "i":
             installed.add(parts[0].split(":")[0])
     return [p for p in dict.fromkeys(wanted) if p not in installed]
 
