@@ -457,3 +457,48 @@ def test_no_figure_of_the_gate_is_masked_by_the_secret_name_rule() -> None:
     )
     names = set(gate) | {name for row in gate["rows"] for name in row}
     assert [name for name in names if secret_names.is_secret_name(name)] == []
+
+
+def test_the_decide_filter_is_the_whole_gate_passed_failed_and_its_record() -> None:
+    """verify_same_window_decide (plugins/filter/same_window.py): one call gives gate.yml and the
+    document the decision, the capacity control, both orders, arm A's figures and the record; arm B's
+    failed benchmark fails the gate by name."""
+    sw_filters = load_module("same_window_filters", REPO / "plugins/filter/same_window.py")
+    a_rows = runs({1: [100.0 * j for j in JITTER], 4: [380.0 * j for j in JITTER]})
+    arm_a = {
+        "seed": 7, "order": [[1, -1, 8], [1, 0]], "release": "r1", "at": "2026-12-06T10:00:00Z",
+        "drained": False, "startup_s": 41.5, "bench": {"per_run": a_rows, "probe_tps": 95.0},
+        "capacity_reference": {"output_tps": 100.0, "at": "2026-12-05T07:00:00Z", "release": "r0"},
+    }  # fmt: skip
+    b_rows = runs({1: [100.5, 99.6, 100.2], 4: [381.0, 379.0, 380.5]})
+    bench = {"status": "passed", "reason": "", "per_run": b_rows, "order": [[1, -1, 8]], "probe_tps": 94.0}
+    calibration = {"repetitions": 4, "shortfall_pct": 5.0, "levels": {"1": {}}, "recorded_at": "t"}
+    kw = {"shortfall_pct": 5, "max_pairs": 6, "final": False, "repetitions_b": 3, "calibration": calibration}
+    gate = sw_filters.verify_same_window_decide(bench, arm_a, **kw)
+    assert gate["status"] == "passed", gate
+    assert gate["capacity"]["status"] == "changed"  # both probes 5-6 % below the reference
+    assert (gate["seed"], gate["order_a"], gate["order_b"], gate["repetitions_b"]) == (
+        7, arm_a["order"], bench["order"], 3,
+    )  # fmt: skip
+    assert gate["arm_a"] == {
+        "release": "r1", "at": "2026-12-06T10:00:00Z", "drained": False, "probe_tps": 95.0, "startup_s": 41.5,
+    }  # fmt: skip
+    assert gate["arm_baseline"]["source"] == "same window"
+    assert gate["arm_baseline"]["startup_s"] == 41.5
+    assert gate["calibration"] == {"repetitions": 4, "shortfall_pct": 5.0, "recorded_at": "t"}
+    failed = sw_filters.verify_same_window_decide(
+        {"status": "failed", "reason": "C=4: 2 errors", "per_run": b_rows, "probe_tps": None}, arm_a, **kw
+    )
+    assert failed["status"] == "failed"
+    assert failed["reason"] == "arm B (the new state) failed its benchmark: C=4: 2 errors"
+    assert (failed["rows"], failed["confirmable"], failed["tolerance_pct"]) == ([], False, 5.0)
+    assert failed["capacity"]["status"] == "unknown"  # arm B measured no probe
+
+
+def test_the_plan_records_the_seed_its_order_was_drawn_with() -> None:
+    sw_filters = load_module("same_window_filters", REPO / "plugins/filter/same_window.py")
+    fixed = sw_filters.verify_same_window_plan([1, 4], 3, "1234", 8)
+    assert fixed == {"seed": 1234, "order": [[1, -1, 8], *same_window.run_order([1, 4], 3, 1234, "A")]}
+    drawn = sw_filters.verify_same_window_plan([1, 4], 3, "", 8)
+    assert 0 <= drawn["seed"] < 999999999
+    assert drawn["order"][1:] == same_window.run_order([1, 4], 3, drawn["seed"], "A")

@@ -7,6 +7,7 @@ the per-run figures are verify_gate.summarize_level's, as layer 6 summarizes the
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +31,17 @@ def verify_same_window_order(
         [int(lv) for lv in levels], int(repetitions), int(seed), str(arm), int(first)
     )
     return order
+
+
+def verify_same_window_plan(
+    levels: list[Any], repetitions: Any, seed: Any, probe_prompts: Any
+) -> dict[str, Any]:
+    """Arm A's plan: the seed of both arms' run orders (``seed``, or drawn now when it is '') and arm A's
+    run order, the capacity probe first ([1, -1, probe_prompts]) then every level x ``repetitions``."""
+    given = seed is not None and str(seed).strip() != ""
+    drawn = int(seed) if given else random.SystemRandom().randrange(999999999)
+    order = [[1, PROBE_REP, int(probe_prompts)], *verify_same_window_order(levels, repetitions, drawn, "A")]
+    return {"seed": drawn, "order": order}
 
 
 def verify_same_window_runs(bench: dict[str, Any], num_prompts: Any) -> list[dict[str, Any]]:
@@ -111,6 +123,69 @@ def verify_same_window_arm_baseline(rows: list[dict[str, Any]], startup_s: Any =
     }
 
 
+CALIBRATION_KEYS = (
+    "recorded_at", "release_id", "repetitions", "pairs_needed", "power_at_cap", "false_alarm_rate",
+    "shortfall_pct", "detect_pct",
+)  # fmt: skip
+
+
+def verify_same_window_decide(
+    bench: dict[str, Any],
+    arm_a: dict[str, Any],
+    *,
+    shortfall_pct: Any,
+    max_pairs: Any,
+    final: Any,
+    repetitions_b: Any,
+    calibration: Any = None,
+) -> dict[str, Any]:
+    """Layer 6's arm B (``verify_results.bench``) against arm A (``__verify_arm_a``) -> the whole
+    same-window gate: the three-way decision per level (or failed when arm B failed its benchmark), the
+    capacity control (both arms' probes against the host's last one), both run orders, arm A's figures as
+    the accept-length and start-up comparison, and the host's calibration record's summary."""
+    seed = int(arm_a["seed"])
+    shortfall = float(shortfall_pct)
+    a_bench = arm_a.get("bench") or {}
+    if bench.get("status") == "passed":
+        gate = verify_same_window_gate(
+            bench.get("per_run") or [],
+            a_bench.get("per_run") or [],
+            shortfall_pct=shortfall,
+            max_pairs=max_pairs,
+            seed=seed,
+            final=final,
+        )
+    else:
+        # arm B's errors fail layer 6 (the verdict), as without the pair; the gate says so
+        gate = {
+            "mode": "same_window", "status": "failed",
+            "reason": f"arm B (the new state) failed its benchmark: {bench.get('reason', '')}",
+            "rows": [], "failed_levels": [], "more_levels": [], "shortfall_pct": shortfall,
+            "tolerance_pct": shortfall, "seed": seed, "confirmable": False,
+        }  # fmt: skip
+    record = calibration if isinstance(calibration, dict) else {}
+    gate.update(
+        {
+            "capacity": verify_same_window_capacity(
+                a_bench.get("probe_tps"), bench.get("probe_tps"), arm_a.get("capacity_reference"), shortfall
+            ),
+            "seed": seed,
+            "order_a": arm_a.get("order"),
+            "order_b": bench.get("order"),
+            "arm_a": {
+                key: a_bench.get("probe_tps") if key == "probe_tps" else arm_a.get(key)
+                for key in ("release", "at", "drained", "probe_tps", "startup_s")
+            },
+            "arm_baseline": verify_same_window_arm_baseline(
+                a_bench.get("per_run") or [], arm_a.get("startup_s")
+            ),
+            "repetitions_b": int(repetitions_b),
+            "calibration": {key: record[key] for key in CALIBRATION_KEYS if key in record},
+        }
+    )
+    return gate
+
+
 def verify_same_window_calibrate(
     arm_b: list[dict[str, Any]],
     arm_a: list[dict[str, Any]],
@@ -137,10 +212,12 @@ class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
         return {
             "verify_same_window_order": verify_same_window_order,
+            "verify_same_window_plan": verify_same_window_plan,
             "verify_same_window_runs": verify_same_window_runs,
             "verify_same_window_gate": verify_same_window_gate,
             "verify_same_window_probe": verify_same_window_probe,
             "verify_same_window_capacity": verify_same_window_capacity,
             "verify_same_window_arm_baseline": verify_same_window_arm_baseline,
             "verify_same_window_calibrate": verify_same_window_calibrate,
+            "verify_same_window_decide": verify_same_window_decide,
         }
