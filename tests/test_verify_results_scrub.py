@@ -1,10 +1,11 @@
 """The controller's verify_results_file is scrubbed as a whole (issue 32 item 5).
 
-roles/verify/tasks/write_results.yml (the one task every layer and the benchmark write through) runs
-with `ansible-playbook` on the controller itself (`connection: local`, no container) over a
-verify_results that quotes the API key in a reason and carries SGLang's server info (api_key,
-admin_api_key in clear, as /get_server_info returns them): the file holds neither key, every
-secret-named field is masked, and the rest is kept.
+The action every layer and the benchmark write through (sglang.deploy.verify_layers; the benchmark's
+task in roles/verify/tasks/bench_run.yml, with the same arguments) runs with `ansible-playbook` on the
+controller itself (`connection: local`, no container) over a verify_results that quotes the API key in
+reasons and carries SGLang's server info (api_key, admin_api_key in clear, as /get_server_info returns
+them): the file holds neither key, every secret-named field is masked, the rest is kept, and the
+benchmark's printed report line shows no key either.
 """
 
 from __future__ import annotations
@@ -28,13 +29,18 @@ def test_results_file_is_scrubbed(tmp_path: Path) -> None:
         yaml.safe_dump(
             [
                 {
-                    "name": "Write verify_results through the role's task",
+                    "name": "Report the benchmark and write verify_results as bench_run.yml does",
                     "hosts": "localhost",
                     "gather_facts": False,
                     "tasks": [
                         {
-                            "name": "Write",
-                            "ansible.builtin.include_role": {"name": "verify", "tasks_from": "write_results"},
+                            "name": "Report and write",
+                            "sglang.deploy.verify_layers": {
+                                "recorded": [{"key": "bench", "title": "6 (benchmark)"}],
+                                "results": "{{ verify_results }}",
+                                "results_file": "{{ verify_results_file }}",
+                                "secrets": ["{{ sglang_api_key | default('') | string }}"],
+                            },
                         }
                     ],
                 }
@@ -48,6 +54,7 @@ def test_results_file_is_scrubbed(tmp_path: Path) -> None:
             "http": {"status": "failed", "reason": f"401 with Authorization: Bearer {KEY}"},
             "bench": {
                 "status": "passed",
+                "reason": f"C=1: 123.4 tok/s (key {KEY})",
                 "server_info": {"api_key": KEY, "admin_api_key": ADMIN, "tp_size": 8},
                 "runs": [{"level": 1, "output_throughput": 123.4}],
             },
@@ -87,6 +94,8 @@ def test_results_file_is_scrubbed(tmp_path: Path) -> None:
         check=False,
     )
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    assert "verify layer 6 (benchmark) passed: C=1: 123.4 tok/s (key ********)" in proc.stdout
+    assert KEY not in proc.stdout + proc.stderr
     text = results.read_text()
     assert KEY not in text
     assert ADMIN not in text

@@ -8,7 +8,8 @@ task returns the layers' results (``layers``, which the caller combines into ver
 the controller's verify_results_file (scrubbed as a whole, plugins/module_utils/verify_scrub.py) after
 every layer, so a failed run still leaves what passed before it. A failed layer whose ``stop`` is true
 fails the task at once naming the layer and why; the layers after it do not run. Without layers the
-task only writes the file.
+task only writes the file; ``recorded`` names layers the role computed itself (the benchmark's, already
+in ``results``), each reported by its line.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def write_results(path: str, host: str, results: Mapping[str, Any], secrets: lis
 class ActionModule(ActionBase):  # type: ignore[misc]
     """Runs, records and reports the verify role's script layers."""
 
-    _VALID_ARGS = frozenset(("layers", "results", "results_file", "stop", "timeout_s", "secrets"))
+    _VALID_ARGS = frozenset(("layers", "recorded", "results", "results_file", "stop", "timeout_s", "secrets"))
     _supports_check_mode = True
 
     def _run_script(self, layer: Mapping[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
@@ -111,8 +112,10 @@ class ActionModule(ActionBase):  # type: ignore[misc]
         layers: dict[str, Any] = {}
         # the report lines and this task's layers (scrubbed: the result is printed); the caller
         # combines `layers` into verify_results
-        shown = bool(args.get("layers"))
+        shown = bool(args.get("layers") or args.get("recorded"))
         result.update(changed=False, layers=layers, msg=lines, _ansible_verbose_always=shown)
+        for layer in args.get("recorded") or []:
+            lines.append(line(layer, scrub_data(dict(results.get(layer["key"]) or {}), secrets), True))
         for layer in args.get("layers") or []:
             stops = bool(layer.get("stop", default_stop))
             if layer.get("skip"):

@@ -20,7 +20,10 @@ description:
     as the task's result."
   - After every layer O(results_file) is written on the controller, the results so far scrubbed as a
     whole (every secret-named field masked, every value of O(secrets) replaced), 0644; not in check mode.
-    Without O(layers) the task only writes it.
+    Without O(layers) the task only writes it (and reports O(recorded)).
+  - "O(recorded) names layers the role computed itself (the benchmark's, already in O(results)): each gets
+    its report line and the file is written, so a layer that is not a script reports and records through
+    this one task too."
   - "A failed layer whose stop is true fails the task at once, C(verify layer <title> failed: <reason>);
     the layers after it do not run. With stop false the failure is recorded and the rest run (the
     verify role's rollback follows)."
@@ -56,6 +59,20 @@ options:
       stop:
         description: This layer's stop rule (default O(stop)).
         type: bool
+  recorded:
+    description: Layers of O(results) to report (one line each, as a script layer's) without running anything.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      key:
+        description: The layer's key in O(results), e.g. C(bench).
+        type: str
+        required: true
+      title:
+        description: The layer's number and name, e.g. C(6 (benchmark)).
+        type: str
+        required: true
   results:
     description:
       - verify_results so far, a mapping of layer key to result (what O(results_file) holds besides this
@@ -107,6 +124,13 @@ EXAMPLES = r"""
 - name: Record them
   ansible.builtin.set_fact:
     verify_results: "{{ verify_results | combine(layers.layers) }}"
+
+- name: Report the benchmark the role recorded and write the results file
+  sglang.deploy.verify_layers:
+    recorded: [{key: bench, title: 6 (benchmark)}]
+    results: "{{ verify_results }}"
+    results_file: /tmp/verify-results.json
+    secrets: ["{{ sglang_api_key }}"]
 """
 
 RETURN = r"""
