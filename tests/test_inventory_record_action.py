@@ -32,7 +32,9 @@ UnsafeLoader.add_constructor("!unsafe", _unsafe)
 
 def test_the_record_is_unsafe_yaml_then_the_plain_lines() -> None:
     data = {"nccl_env_tuned": {"hardware": f"2x H200 {EVIL}"}}
-    text = action.record_text(data, "Recorded by a test", "sglang_nccl_profile: tuned")
+    text = action.record_text(
+        "nccl_env_tuned", data["nccl_env_tuned"], "Recorded by a test", "sglang_nccl_profile: tuned"
+    )
     assert text.startswith("---\n# Recorded by a test\n")
     assert text.endswith("\nsglang_nccl_profile: tuned\n")
     assert "!unsafe '2x H200 {{ lookup(''pipe'', ''id'') }}'" in text
@@ -42,7 +44,7 @@ def test_the_record_is_unsafe_yaml_then_the_plain_lines() -> None:
 
 def test_write_creates_the_directory_sets_the_mode_and_is_idempotent(tmp_path: Path) -> None:
     path = tmp_path / "host_vars" / "gpu01" / "sglang_baseline.yml"
-    text = action.record_text({"verify_baseline_records": {"abc": {"levels": {"1": 86.8}}}})
+    text = action.record_text("verify_baseline_records", {"abc": {"levels": {"1": 86.8}}})
     first = action.write_record(str(path), text, 0o600, check=False)
     assert first["changed"]
     assert first["before"] == ""
@@ -62,8 +64,9 @@ def test_check_mode_writes_nothing_and_says_a_real_run_would(tmp_path: Path) -> 
     assert not path.parent.exists()
 
 
-def test_control_characters_and_a_non_mapping_are_refused() -> None:
+def test_control_characters_and_a_name_that_is_no_variable_are_refused() -> None:
     with pytest.raises(ValueError, match="control"):
-        action.record_text({"autotune_preset_result": {"reason": "ok\x1b[31m"}})
-    with pytest.raises(ValueError, match="must be a mapping"):
-        action.record_text(["not", "variables"])
+        action.record_text("autotune_preset_result", {"reason": "ok\x1b[31m"})
+    for bad in ("Verify", "a b", "x{{ 1 }}", "", "rec\n"):
+        with pytest.raises(ValueError, match="is not a variable name"):
+            action.record_text(bad, {})

@@ -3,32 +3,34 @@
 inventory variables (documented in plugins/modules/inventory_record.py).
 
 The collection's one writer of host_vars records (verify's baseline and calibration, autotune's NCCL and
-preset results): the data through plugins/plugin_utils/inventory_data.py ``dump`` (every string tagged
-``!unsafe``: read back as text, never templated; control characters refused), then ``plain`` lines of
-controller constants, written atomically (a temporary file renamed over the record) with its directory
-created. Changed only when the text or the mode differs; check mode writes nothing and says whether a
-real run would; ``--diff`` shows the text before and after. No host is contacted.
+preset results): one variable and its value through plugins/plugin_utils/inventory_data.py ``dump``
+(every string tagged ``!unsafe``: read back as text, never templated; control characters refused), then
+``plain`` lines of controller constants, written atomically (a temporary file renamed over the record)
+with its directory created. Changed only when the text or the mode differs; check mode writes nothing
+and says whether a real run would; ``--diff`` shows the text before and after. No host is contacted.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import stat
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ansible.plugins.action import ActionBase  # type: ignore[import-untyped]
 from ansible_collections.sglang.deploy.plugins.plugin_utils.inventory_data import dump
 
+VARIABLE = re.compile(r"[a-z_][a-z0-9_]{0,99}")
 
-def record_text(data: Any, header: str = "", plain: str = "") -> str:
-    """The record's text: ``data`` (a mapping of variables) as !unsafe YAML, then the ``plain`` lines."""
-    if not isinstance(data, Mapping):
-        raise ValueError(f"inventory_record: data must be a mapping of variables, got {type(data).__name__}")
+
+def record_text(variable: str, value: Any, header: str = "", plain: str = "") -> str:
+    """The record's text: ``variable: value`` as !unsafe YAML, then the ``plain`` lines."""
+    if not VARIABLE.fullmatch(variable):
+        raise ValueError(f"variable={variable!r} is not a variable name: allowed [a-z_][a-z0-9_]*")
     if plain and not plain.endswith("\n"):
         plain += "\n"
-    return str(dump(data, header)) + plain
+    return str(dump({variable: value}, header)) + plain
 
 
 def write_record(path: str, text: str, mode: int, check: bool) -> dict[str, Any]:
@@ -53,7 +55,7 @@ class ActionModule(ActionBase):  # type: ignore[misc]
     """Writes one inventory record on the controller."""
 
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("path", "data", "header", "plain", "mode"))
+    _VALID_ARGS = frozenset(("path", "variable", "value", "header", "plain", "mode"))
     _requires_connection = False
     _supports_check_mode = True
     _supports_diff = True
@@ -66,7 +68,10 @@ class ActionModule(ActionBase):  # type: ignore[misc]
             return {**result, "failed": True, "msg": f"inventory_record: path={path!r} must be absolute"}
         try:
             mode = int(str(args.get("mode") or "0600"), 8)
-            text = record_text(args.get("data"), str(args.get("header") or ""), str(args.get("plain") or ""))
+            text = record_text(
+                str(args.get("variable") or ""), args.get("value"), str(args.get("header") or ""),
+                str(args.get("plain") or ""),
+            )  # fmt: skip
             written = write_record(path, text, mode, bool(self._task.check_mode))
         except (ValueError, OSError) as exc:
             return {**result, "failed": True, "msg": f"inventory_record {path}: {exc}"}
