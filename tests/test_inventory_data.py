@@ -1,4 +1,5 @@
-"""sglang.deploy.to_inventory_yaml: what a host reported is written as data and read back as text.
+"""sglang.deploy.inventory_record (plugin_utils/inventory_data.py dump): what a host reported is written as
+data and read back as text.
 
 The attack of issue 21: a GPU host prints ``{{ lookup('pipe', ...) }}`` as its GPU name, autotune or
 verify writes it into host_vars, and the next run templates it on the controller. Here a real
@@ -110,11 +111,12 @@ def test_a_host_that_prints_jinja_runs_nothing_on_the_controller(tmp_path: Path)
         argv: [cat, "{{ playbook_dir }}/reported.json"]
       register: probe
       changed_when: false
-    - name: Write it as a record
-      ansible.builtin.copy:
-        content: >-
-          {{ {'evil_record': probe.stdout | from_json} | sglang.deploy.to_inventory_yaml(header='test') }}
-        dest: "{{ playbook_dir }}/host_vars/localhost/record.yml"
+    - name: Write it as a record (the collection's one writer of host_vars records)
+      sglang.deploy.inventory_record:
+        path: "{{ playbook_dir }}/host_vars/localhost/record.yml"
+        variable: evil_record
+        value: "{{ probe.stdout | from_json }}"
+        header: test
         mode: "0644"
 """
     )

@@ -8,8 +8,8 @@ as not-a-template (it is read back as the literal text and never evaluated), whi
 still reads the same data. Control characters other than tab are refused (they would break the
 record for a human reader and have no place in these records).
 
-Pure Python (PyYAML only): the filter ``sglang.deploy.to_inventory_yaml`` (plugins/filter/
-inventory_data.py) calls it on the controller; tests/test_inventory_data.py tests it.
+Pure Python (PyYAML only): the action ``sglang.deploy.inventory_record`` (plugins/action/
+inventory_record.py) calls it on the controller; tests/test_inventory_data.py tests it.
 """
 
 from __future__ import annotations
