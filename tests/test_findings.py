@@ -22,7 +22,10 @@ def test_no_error_passes_with_the_warnings_and_the_answer() -> None:
     assert result["warnings"] == ["WARNING: old driver"]
     assert result["decided"]["summary"] == "ok"
     assert result["changed"] is False
+    # the summary is the task's message, printed without -v as an assert's success_msg is
+    assert (result["msg"], result["_ansible_verbose_always"]) == ("ok", True)
     assert "warnings" not in findings.judge({"errors": []})
+    assert "msg" not in findings.judge({"errors": []})
 
 
 def test_errors_as_warnings_name_why() -> None:

@@ -29,6 +29,9 @@ def judge(decided: Any, what: str = "", errors_as_warnings: str = "") -> dict[st
     warnings += [f"WARNING ({errors_as_warnings}): {e}" for e in errors]
     if warnings:
         result["warnings"] = warnings
+    if isinstance(decided.get("summary"), str) and decided["summary"]:
+        # what the decider concluded, printed like an assert's success_msg (without -v too)
+        result.update(msg=decided["summary"], _ansible_verbose_always=True)
     return result
 
 

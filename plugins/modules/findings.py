@@ -18,7 +18,8 @@ description:
   - Every warning is a warning of the task (Ansible's C([WARNING]) line; ansible-runner's event data).
   - "With O(errors_as_warnings) the errors are reported as warnings instead, each marked
     C(WARNING (<reason>): ) (e.g. the model checks on a lab host, whose service never starts)."
-  - The answer is the task's RV(decided); C(register) the task to read it later.
+  - The answer is the task's RV(decided); C(register) the task to read it later. Its C(summary), a
+    string when the decider gives one, is the task's message (printed like an assert's C(success_msg)).
 options:
   decided:
     description:
@@ -76,8 +77,8 @@ errors:
   elements: str
   sample: ["sglang_tp_size=8 but the host has 4 GPUs"]
 msg:
-  description: Every error in one line, after O(what).
-  returned: failed
+  description: Every error in one line, after O(what); on success the decider's C(summary).
+  returned: failed, or when the answer has a summary
   type: str
   sample: "invalid multi-node input: sglang_replica='a b' is not valid"
 """
