@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import pwd
+import shlex
 import shutil
 import subprocess
 import sys
@@ -49,6 +50,45 @@ def test_host_probe_nearest_parent_free_space_and_smi(tmp_path: Path) -> None:
     result = run_module("preflight_host_probe", {"spec": spec}, "--check")
     assert result["changed"] is False
     assert result["probe"]["root"]["path"] == str(link)
+
+
+def _smi_double(path: Path, query: str, topo: str, query_rc: int = 0) -> None:
+    """TEST DOUBLE of nvidia-smi: prints the recorded samples for exactly the arguments preflight uses."""
+    path.write_text(
+        "#!/bin/sh\n"
+        'case "$*" in\n'
+        f"  '--query-gpu=index,name,compute_cap,driver_version,memory.total --format=csv,nounits')\n"
+        f"    printf '%s' {shlex.quote(query)}; exit {query_rc} ;;\n"
+        f"  'topo -m') printf '%s' {shlex.quote(topo)} ;;\n"
+        '  *) echo "unsupported: $*" >&2; exit 2 ;;\n'
+        "esac\n"
+    )
+    path.chmod(0o755)
+
+
+def test_host_probe_queries_the_gpus_and_reads_the_topology_of_two(tmp_path: Path) -> None:
+    """One round trip: --query-gpu always, topo -m for two GPUs or more; a no-GPU exit code is answered,
+    any other fails the probe naming the command."""
+    samples = REPO / "tests" / "data" / "nvidia-smi"
+    smi = tmp_path / "nvidia-smi"
+    query = {"fields": "index,name,compute_cap,driver_version,memory.total", "ok_rcs": [6, 9, 12]}
+    spec = {"smi_candidates": [str(smi)], "root": str(tmp_path), "smi_query": query}
+    two, topo = (
+        (samples / "h200x2.query-gpu.csv").read_text(),
+        (samples / "h200x2-nvlink.topo-m.txt").read_text(),
+    )
+    _smi_double(smi, two, topo)
+    out = host_probe.probe(spec)
+    assert out["smi_query"] == {"rc": 0, "stdout": two, "stderr": ""}
+    assert out["smi_topo"] == topo
+    _smi_double(smi, (samples / "h200x1.query-gpu.csv").read_text(), "not asked for one GPU")
+    assert host_probe.probe(spec)["smi_topo"] == ""
+    _smi_double(smi, "No devices were found", "", query_rc=6)
+    assert host_probe.probe(spec)["smi_query"]["rc"] == 6
+    _smi_double(smi, "boom", "", query_rc=3)
+    with pytest.raises(host_probe.ProbeError, match="exited 3: boom"):
+        host_probe.probe(spec)
+    assert "smi_query" not in host_probe.probe({**spec, "smi_candidates": []})
 
 
 def test_service_probe_live_inputs(tmp_path: Path) -> None:

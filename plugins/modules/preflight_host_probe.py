@@ -4,10 +4,15 @@
 
 module: sglang.deploy.preflight_host_probe (returns `probe`, and `ansible_facts` when asked; changes
 nothing)
-SPEC: {"smi_candidates": [paths], "root": absolute path, "python": interpreter name or path (optional)}
+SPEC: {"smi_candidates": [paths], "root": absolute path, "python": interpreter name or path (optional),
+       "smi_query": {"fields": --query-gpu fields, "ok_rcs": [exit codes meaning no usable GPU]} (optional)}
 gather_subset: the host facts to return as well, collected by Ansible's own fact collectors exactly as
 ansible.builtin.setup does (e.g. [min]): the facts come in the same round trip instead of a second one.
 Answers: "nvidia_smi": the first candidate that is an executable file ("" when none);
+"smi_query" (when the spec asks and nvidia-smi exists): {"rc", "stdout", "stderr"} of
+`nvidia-smi --query-gpu=<fields> --format=csv,nounits`, an exit code outside 0 and ok_rcs failing the
+probe; "smi_topo": the `nvidia-smi topo -m` matrix when the query listed two GPUs or more ("" else; a
+failing topo fails the probe);
 "root": {"path": the nearest existing ancestor of root (root itself when it exists), "realpath": it
 with symlinks resolved, "mount": the mount point holding it, "size_available": bytes free there for
 an unprivileged user (statvfs f_bavail * f_frsize, what df shows as Avail)};
@@ -39,6 +44,10 @@ description:
     (the nearest existing ancestor of O(spec.root), its real path, mount point and bytes free for an
     unprivileged user) and, when asked, C(python) (C(requested), the C(path) it resolves to as uv
     resolves it, empty when none).
+  - "When asked (O(spec.smi_query)) and nvidia-smi exists, C(smi_query) (C(rc), C(stdout), C(stderr) of
+    C(nvidia-smi --query-gpu=<fields> --format=csv,nounits); an exit code other than 0 and
+    O(spec.smi_query.ok_rcs) fails the probe) and C(smi_topo) (C(nvidia-smi topo -m) when two GPUs or
+    more are listed, else empty)."
   - When asked, C(models) (per name, the report of a model directory), C(service_user), C(pcie)
     (the GPUs and bridges of C(lspci -vvv), the kernel command line, the IOMMU entries) and C(net) (a
     multi-node replica's node - its network interfaces and, on rank 0, whether a socket listens on the
@@ -51,6 +60,16 @@ options:
         type: list
         elements: path
         required: true
+      smi_query:
+        description: Query the GPUs with the nvidia-smi found (and read the topology of two or more).
+        type: dict
+        suboptions:
+          fields: {description: "The C(--query-gpu) fields, e.g. C(index,name,compute_cap).", type: str}
+          ok_rcs:
+            description: Exit codes that mean no usable GPU (answered, not a failure), e.g. 6, 9, 12.
+            type: list
+            elements: int
+            default: []
       root:
         description: The absolute path whose free space is reported (sglang_root).
         type: path
@@ -97,6 +116,7 @@ EXAMPLES = r"""
   sglang.deploy.preflight_host_probe:
     spec:
       smi_candidates: [/usr/bin/nvidia-smi, /usr/local/bin/nvidia-smi]
+      smi_query: {fields: "index,name,compute_cap,driver_version,memory.total", ok_rcs: [6, 9, 12]}
       root: /opt/sglang
       python: python3.12
       models: {model: /data/models/kimi, draft: /data/eagle3}
@@ -204,6 +224,33 @@ def read_net(spec: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+class ProbeError(Exception):
+    """A probe that cannot answer (a tool that failed): the task fails with this message."""
+
+
+def query_gpus(smi: str, query: dict[str, Any]) -> dict[str, Any]:
+    """`nvidia-smi --query-gpu` (and `topo -m` for two GPUs or more): their output, parsed elsewhere."""
+    argv = [smi, f"--query-gpu={query['fields']}", "--format=csv,nounits"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    if done.returncode not in [0, *[int(rc) for rc in query.get("ok_rcs") or []]]:
+        raise ProbeError(
+            f"`{' '.join(argv)}` exited {done.returncode}: {(done.stderr or done.stdout).strip()[-2000:]}"
+        )
+    answers: dict[str, Any] = {
+        "smi_query": {"rc": done.returncode, "stdout": done.stdout, "stderr": done.stderr},
+        "smi_topo": "",
+    }
+    gpus = [ln for ln in done.stdout.splitlines()[1:] if ln.strip()] if done.returncode == 0 else []
+    if len(gpus) > 1:
+        topo = subprocess.run([smi, "topo", "-m"], capture_output=True, text=True, timeout=120, check=False)
+        if topo.returncode != 0:
+            raise ProbeError(
+                f"`{smi} topo -m` exited {topo.returncode}: {(topo.stderr or topo.stdout).strip()[-2000:]}"
+            )
+        answers["smi_topo"] = topo.stdout
+    return answers
+
+
 def probe(spec: dict[str, Any]) -> dict[str, Any]:
     smi = next((p for p in spec.get("smi_candidates", []) if os.path.isfile(p) and os.access(p, os.X_OK)), "")
     root = str(spec["root"])
@@ -213,6 +260,8 @@ def probe(spec: dict[str, Any]) -> dict[str, Any]:
     real = os.path.realpath(nearest)
     fs = os.statvfs(real)
     answers: dict[str, Any] = {}
+    if smi and spec.get("smi_query"):
+        answers.update(query_gpus(smi, dict(spec["smi_query"])))
     if spec.get("python"):
         answers["python"] = {"requested": str(spec["python"]), "path": find_python(str(spec["python"]))}
     if spec.get("models"):
@@ -258,7 +307,11 @@ def main() -> None:
     )
     subset = module.params["gather_subset"]
     facts = gather(module, subset) if subset else {}
-    module.exit_json(changed=False, probe=probe(module.params["spec"]), ansible_facts=facts)
+    try:
+        answers = probe(module.params["spec"])
+    except ProbeError as exc:
+        module.fail_json(msg=str(exc))
+    module.exit_json(changed=False, probe=answers, ansible_facts=facts)
 
 
 if __name__ == "__main__":
