@@ -99,7 +99,9 @@ def test_check_mode_predicts_unknown_package_from_a_new_repo_without_failing(hos
         "cuda_toolkit_apt_signing_key=http://127.0.0.1:8808/fake-nvidia-repo.asc",
         "cuda_toolkit_apt_package=cuda-toolkit-13-9",
     ]
-    args = ["ansible-playbook", "-i", str(inventory), "--check", str(playbook)]
+    # the install is reported by the module that makes it (sglang.deploy.pinned_package): its diff
+    # header names the change (what `sglang-deploy drift`, which runs --check --diff, lists)
+    args = ["ansible-playbook", "-i", str(inventory), "--check", "--diff", str(playbook)]
     for e in extra:
         args += ["-e", e]
     before = host.check_output("ls /etc/apt/sources.list.d /etc/apt/preferences.d; dpkg --get-selections")
@@ -127,9 +129,13 @@ def test_removed_hold_preferences_and_nvcc_are_drift_repaired_by_a_run(host) -> 
     state = (
         f"Apply the apt method's files (verified key, unattended-upgrades blacklist, pin) of {PKG}=13.0.1-1"
     )
-    for task in (state, "Hold the toolkit package", "Report the toolkit"):
+    package = f"Install the toolkit package, repair its drift and hold it - {PKG}=13.0.1-1"
+    for task in (state, package):
         assert task in out, out[-4000:]
-    assert "bin/nvcc is missing" in out
+    # one task reports the reinstall of nvcc's package and the hold (apt-get install resets it)
+    assert "+++ after: drift: /usr/local/cuda-13.0: bin/nvcc is missing; a real run reinstalls" in out
+    assert f"-{PKG} 13.0.1-1 install" in out, out[-4000:]
+    assert f"+{PKG} 13.0.1-1 hold" in out, out[-4000:]
     assert f"+++ after: {pref}" in out, out[-4000:]  # the pin file's diff, from the state task
     assert not host.file(pref).exists, "check mode changed the host"
     assert not host.file(nvcc).exists, "check mode changed the host"
