@@ -181,11 +181,16 @@ def test_unit_reload_only_when_its_files_changed_then_enable(tmp_path: Path) -> 
     ctl = RecordingSystemctl("not-found")
     out = ms.run(state, check=True, runner=ctl)
     assert _by_path(out)["app.service"]["why"] == ["reload", "enabled"]
+    # the enablement as the call leaves it (check mode: as it is), so the caller asks systemd no second time
+    assert _by_path(out)["app.service"]["enabled"] == "not-found"
     assert ctl.calls == [], "check mode ran systemctl"
-    ms.run(state, check=False, runner=ctl)
+    out = ms.run(state, check=False, runner=ctl)
     assert ctl.calls == [["systemctl", "daemon-reload"], ["systemctl", "enable", "--", "app.service"]]
+    assert _by_path(out)["app.service"]["enabled"] == "enabled"
     ctl.calls.clear()
-    assert ms.run(state, check=False, runner=ctl)["changed"] is False
+    again = ms.run(state, check=False, runner=ctl)
+    assert again["changed"] is False
+    assert _by_path(again)["app.service"]["enabled"] == "enabled"
     assert ctl.calls == []
     ctl.enabled = "disabled"
     out = ms.run(state, check=False, runner=ctl)

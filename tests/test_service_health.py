@@ -99,7 +99,8 @@ FAKE_SYSTEMCTL = """#!/bin/sh
 # TEST DOUBLE of systemctl (no systemd where pytest runs): `show` answers an active unit; any other
 # verb is recorded, so a test sees that check mode ran none
 case "$1" in
-  show) printf 'ActiveState=active\\nSubState=running\\nLoadState=loaded\\nInvocationID=abc123\\n' ;;
+  show) printf 'ActiveState=active\\nSubState=running\\nLoadState=loaded\\n'
+        printf 'UnitFileState=enabled\\nInvocationID=abc123\\n' ;;
   *) echo "$@" >> "$(dirname "$0")/calls" ;;
 esac
 """
@@ -146,4 +147,35 @@ def test_a_failed_wait_with_a_reason_fails_with_the_journal(tmp_path: Path) -> N
     assert result.get("failed") is True, result
     assert "sglang-kimi.service did not answer 200 on http://127.0.0.1:9/health" in result["msg"], result
     assert result["journal"] == ["unit said: model not found"]
+    assert (tmp_path / "calls").read_text().splitlines() == ["restart sglang-kimi.service"]
+
+
+def test_a_restart_answers_the_state_it_leaves(tmp_path: Path) -> None:
+    """A restart that gets its 200 returns the unit's ActiveState and UnitFileState as it leaves them (the
+    role exports them without a second systemctl show); check mode answers the state as it is."""
+    import http.server  # noqa: PLC0415
+    import threading  # noqa: PLC0415
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *_: object) -> None:
+            return
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Health)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        args = {
+            "name": "sglang-kimi", "action": "restart", "health_url": f"http://127.0.0.1:{server.server_port}/health",
+            "record_dir": str(tmp_path / "startup"), "delay_s": 0.2,
+        }  # fmt: skip
+        checked = run_module("service_health", args, "--check", env=fake_systemctl(tmp_path))
+        assert (checked["active"], checked["enabled"]) == ("active", "enabled"), checked
+        done = run_module("service_health", args, env=fake_systemctl(tmp_path))
+    finally:
+        server.shutdown()
+    assert done["restarted"] is True, done
+    assert (done["active"], done["enabled"]) == ("active", "enabled"), done
     assert (tmp_path / "calls").read_text().splitlines() == ["restart sglang-kimi.service"]

@@ -528,11 +528,13 @@ def run(state: dict[str, Any], *, check: bool, runner: Runner = run_command) -> 
         for item in norm[kind]:
             key = "name" if kind in ("groups", "users", "units") else "path"
             label = str(item[key])
+            leaves: dict[str, str] = {}
             if kind == "units":
-                why, diff = _check_unit(item, changed_paths, runner)
+                why, diff, leaves = _check_unit(item, changed_paths, runner, check)
             else:
                 why, diff = _CHECK[kind](item)
             record: dict[str, Any] = {"kind": _KIND_NAME[kind], key: label, "changed": bool(why), "why": why}
+            record.update(leaves)
             if kind == "files" and _is_secret(item):
                 record["secret"] = True
             items.append(record)
@@ -560,8 +562,10 @@ def run(state: dict[str, Any], *, check: bool, runner: Runner = run_command) -> 
 
 
 def _check_unit(
-    item: dict[str, Any], changed_paths: list[str], runner: Runner
-) -> tuple[list[str], dict[str, Any]]:
+    item: dict[str, Any], changed_paths: list[str], runner: Runner, check: bool
+) -> tuple[list[str], dict[str, Any], dict[str, str]]:
+    """Why the unit differs, its diff, and {"enabled": is-enabled's word as this call leaves the unit (in
+    check mode, as it is)} when its enablement is managed, else {}."""
     name = str(item["name"])
     why: list[str] = []
     before: dict[str, Any] = {"unit": name}
@@ -571,14 +575,17 @@ def _check_unit(
         why.append("reload")
         before["loaded"] = "stale"
         after["loaded"] = "reloaded"
+    leaves: dict[str, str] = {}
     if item.get("enabled") is not None:
         have = _is_enabled(name, runner)
         want = "enabled" if item["enabled"] else "disabled"
+        leaves["enabled"] = have
         if (have == "enabled") != bool(item["enabled"]):
             why.append("enabled")
             before["enabled"] = have
             after["enabled"] = want
-    return why, ({"before": before, "after": after} if why else {})
+            leaves["enabled"] = have if check else want
+    return why, ({"before": before, "after": after} if why else {}), leaves
 
 
 def _apply_unit(item: dict[str, Any], why: list[str], runner: Runner) -> None:

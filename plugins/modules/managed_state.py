@@ -236,6 +236,12 @@ items:
       description: True for a secret file (nothing of its content is returned).
       type: bool
       returned: when a secret file
+    enabled:
+      description: >-
+        A unit's C(systemctl is-enabled) answer as the call leaves it (C(enabled), C(disabled), C(static),
+        C(not-found), ...; in check mode, as it is): the caller reads no second time.
+      type: str
+      returned: for a unit whose enabled is set
   sample: [{kind: file, path: /etc/sglang/nccl.env, changed: true, why: [content]}]
 diff:
   description: Ansible's before/after per changed item (text for contents, else attribute dicts;

@@ -124,7 +124,13 @@ started:
   returned: always
   type: bool
 active:
-  description: The unit's C(ActiveState) as the module leaves it.
+  description: The unit's C(ActiveState) as the module leaves it (in check mode, as it is).
+  returned: always
+  type: str
+enabled:
+  description: >-
+    The unit's C(UnitFileState) (C(enabled), C(disabled), ...; empty for a unit systemd does not know) as
+    the module leaves it: the caller needs no second C(systemctl show).
   returned: always
   type: str
 invocation_id:
@@ -169,7 +175,7 @@ from ansible_collections.sglang.deploy.plugins.module_utils.managed_state import
 
 RUNNING = ("active", "activating", "reloading")
 STOPPED = ("failed", "inactive")
-SHOW = "ActiveState,SubState,LoadState,InvocationID,ExecMainStartTimestampMonotonic"
+SHOW = "ActiveState,SubState,LoadState,UnitFileState,InvocationID,ExecMainStartTimestampMonotonic"
 ARGUMENT_SPEC: dict[str, Any] = {
     "name": {"type": "str", "required": True},
     "action": {"type": "str", "choices": ["restart", "start", "await"], "default": "start"},
@@ -355,7 +361,8 @@ def main() -> None:
     result: dict[str, Any] = {
         "changed": False, "restarted": False, "started": False, "waited_s": 0.0,
         "timeout_s": wait_s, "timeout_rule": wait_rule,
-        "active": before.get("ActiveState", ""), "invocation_id": invocation,
+        "active": before.get("ActiveState", ""), "enabled": before.get("UnitFileState", ""),
+        "invocation_id": invocation,
     }  # fmt: skip
     acts = action == "restart" or (action == "start" and not running)
     # the caller's reason: the result's msg when it ends well (a failure's msg is the failure)
@@ -389,6 +396,9 @@ def main() -> None:
     else:
         reason = "not measured: /health was already 200 when first asked (a start this run did not see)"
         result["startup"] = recorded_startup(record, invocation, reason)
+    if result["changed"] or waited:  # the state as this module leaves it
+        after = unit.show()
+        result.update(active=after.get("ActiveState", ""), enabled=after.get("UnitFileState", ""))
     module.exit_json(**note, **result)
 
 
