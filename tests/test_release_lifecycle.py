@@ -274,3 +274,49 @@ def test_the_roles_name_their_releases_through_the_one_rule() -> None:
     assert rule in router
     for text in (stack, router):
         assert "hash('sha256'))[:12]" not in text
+
+
+def test_a_tool_venv_installed_checked_and_reinstalled_on_drift(tmp_path: Path) -> None:
+    """state=venv (the CUDA toolkit's wheels; uv's venv goes through the same installer): a real venv and
+    a real hash-checked pip install, offline, of the pip wheel Python bundles (ensurepip): check mode
+    reports, a run installs, an in-place venv is no change, a drift forces the reinstall."""
+    import ensurepip  # noqa: PLC0415
+    import hashlib  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    bundled = Path(ensurepip.__file__).parent / "_bundled"
+    if not list(bundled.glob("pip-*.whl")):
+        pytest.skip(f"this Python bundles no pip wheel in {bundled} (a distribution's stripped ensurepip)")
+    wheel = next(bundled.glob("pip-*.whl"))
+    version = wheel.name.split("-")[1]
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text(f"pip=={version} --hash=sha256:{digest}\n")
+    venv = tmp_path / "venv"
+    args = {
+        "state": "venv", "venv": str(venv), "python": sys.executable, "requirements": str(requirements),
+        "pip_args": ["--no-index", "--find-links", str(bundled)], "distribution": "pip", "version": version,
+    }  # fmt: skip
+    checked = run_module("release", args, "--check", "--diff")
+    assert checked["changed"] is True, checked
+    assert checked["msg"] == f"{venv}: pip not installed; would install pip {version} in {venv}"
+    assert checked["diff"]["after"] == f"pip {version}\n"
+    assert not venv.exists(), "check mode created the venv"
+    done = run_module("release", args)
+    assert done["changed"] is True, done
+    assert done["installed"] == [f"pip {version}"]
+    assert run_module("release", args)["changed"] is False
+    drifted = dict(args, drift=[f"{venv}: bin/tool is missing"])
+    checked = run_module("release", drifted, "--check")
+    assert checked["msg"] == (
+        f"drift: {venv}: bin/tool is missing; a real run reinstalls pip {version} in {venv}"
+    )
+    repaired = run_module("release", drifted)
+    assert repaired["changed"] is True, repaired
+    assert repaired["msg"].startswith("drift: ")
+    assert "installed pip" in repaired["msg"]
+    # a requirement whose hash does not match is refused by pip's hash-checking mode
+    requirements.write_text(f"pip=={version} --hash=sha256:{'0' * 64}\n")
+    refused = run_module("release", drifted)
+    assert refused.get("failed") is True, refused
+    assert f"installing pip {version} failed" in refused["msg"]

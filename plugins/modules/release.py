@@ -24,6 +24,12 @@ description:
   - O(state=tools) installs the missing O(packages) (C(apt-get update), then C(apt-get install)) and uv,
     hash-pinned, into its own venv (O(uv_venv)) from O(uv_requirements) unless that venv's uv reports
     O(uv_version). Sources, proxies and pip's hash mode come from the task's C(environment).
+  - O(state=venv) keeps a tool's venv (O(venv)) at O(distribution)==O(version) from a hash-pinned
+    requirements file on the host (O(requirements)); it creates the venv with O(python) C(-m venv) when it
+    has no interpreter and runs C(pip install --require-hashes -r) O(requirements) O(pip_args) unless the
+    venv's C(importlib.metadata) already reports that version; a non-empty O(drift) (what the role found
+    broken in the venv's files) forces C(--force-reinstall) and is the result's message. uv's venv of
+    O(state=tools) is installed by the same code.
   - O(state=built) removes every release directory without C(.complete) (an interrupted or failed
     build, this id's included), then, unless the release is complete, creates its directory, writes
     the lock (O(lock_content) or a copy of O(lock_src)) and O(files), creates the venv with
@@ -45,7 +51,7 @@ options:
     description: The step of the lifecycle.
     type: str
     required: true
-    choices: [tools, built, complete, synced, pruned]
+    choices: [tools, venv, built, complete, synced, pruned]
   releases_dir:
     description: The directory of the releases. Required unless O(state=tools).
     type: path
@@ -113,8 +119,27 @@ options:
   uv_version:
     description: The uv version wanted (O(state=tools)).
     type: str
+  venv:
+    description: The tool's venv (O(state=venv)).
+    type: path
+  requirements:
+    description: The hash-pinned requirements file on the host the venv is installed from (O(state=venv)).
+    type: path
+  pip_args:
+    description: More arguments of C(pip install) (O(state=venv)), e.g. C(--no-index --find-links DIR).
+    type: list
+    elements: str
+    default: []
+  distribution:
+    description: The distribution whose version says the venv is in place (O(state=venv)).
+    type: str
+  version:
+    description: The version of O(distribution) wanted (O(state=venv)).
+    type: str
   drift:
-    description: What the role's audit found (O(state=synced)), one line each; the result's message.
+    description:
+      - What the role's audit found (O(state=synced)), or what is broken in a tool venv's files
+        (O(state=venv), which then reinstalls), one line each; the result's message.
     type: list
     elements: str
     default: []
@@ -151,8 +176,10 @@ attributes:
     support: full
     description: Reports what a real run would install, build, write, repair or remove; changes nothing.
   diff_mode:
-    support: none
-    description: The result's C(msg) says what changed; there is no before/after diff.
+    support: partial
+    description:
+      - The result's C(msg) says what changed. O(state=venv) also returns a diff (the distribution's
+        version and the drift before, what is installed after; the header after is the message).
 author: sglang-deploy contributors (@sglang-deploy)
 """
 
@@ -168,6 +195,17 @@ EXAMPLES = r"""
   environment:
     PIP_ONLY_BINARY: ":all:"
     PIP_REQUIRE_HASHES: "1"
+
+- name: The CUDA toolkit's wheels in their venv, reinstalled when nvcc is gone
+  sglang.deploy.release:
+    state: venv
+    venv: /opt/cuda/13.0.1/venv
+    python: python3
+    requirements: /opt/cuda/13.0.1/requirements.txt
+    pip_args: [--no-index, --find-links, /srv/wheelhouse]
+    distribution: cuda-toolkit
+    version: 13.0.1
+    drift: ["/opt/cuda/13.0.1: bin/nvcc is missing"]
 
 - name: Build the release of this lock (nothing when it is complete; check mode says it would)
   sglang.deploy.release:
@@ -203,11 +241,11 @@ EXAMPLES = r"""
 RETURN = r"""
 release_dir:
   description: The release's directory.
-  returned: unless O(state=tools)
+  returned: unless O(state=tools) or O(state=venv)
   type: str
 complete:
   description: Whether the release is complete (its C(.complete) exists) after this step.
-  returned: unless O(state=tools)
+  returned: unless O(state=tools) or O(state=venv)
   type: bool
 built:
   description: Whether this step built the release (O(state=built)); false when it was complete.
@@ -233,8 +271,10 @@ receipt:
   returned: when O(state=complete)
   type: dict
 installed:
-  description: What O(state=tools) installed (or, in check mode, would) - packages and C(uv <version>).
-  returned: when O(state=tools)
+  description: >-
+    What O(state=tools) installed (or, in check mode, would) - packages and C(uv <version>); what
+    O(state=venv) installed (C(<distribution> <version>)), empty when the venv was in place.
+  returned: when O(state=tools) or O(state=venv)
   type: list
   elements: str
 """
@@ -248,7 +288,16 @@ from ansible.module_utils.basic import AnsibleModule  # type: ignore[import-unty
 from ansible_collections.sglang.deploy.plugins.module_utils import release as lifecycle
 
 ARGUMENT_SPEC: dict[str, Any] = {
-    "state": {"type": "str", "required": True, "choices": ["tools", "built", "complete", "synced", "pruned"]},
+    "state": {
+        "type": "str",
+        "required": True,
+        "choices": ["tools", "venv", "built", "complete", "synced", "pruned"],
+    },
+    "venv": {"type": "path"},
+    "requirements": {"type": "path"},
+    "pip_args": {"type": "list", "elements": "str", "default": []},
+    "distribution": {"type": "str"},
+    "version": {"type": "str"},
     "releases_dir": {"type": "path"},
     "release_id": {"type": "str"},
     "python": {"type": "str", "default": "python3"},
@@ -331,10 +380,7 @@ class Step:
                 if not self.check:
                     if not self.p["uv_requirements"]:
                         raise lifecycle.ReleaseError("state=tools with uv_venv needs uv_requirements")
-                    if not os.path.exists(os.path.join(venv, "bin", "python")):
-                        self.run([str(self.p["python"]), "-m", "venv", venv], "creating uv's venv")
-                    pip = [os.path.join(venv, "bin", "python"), "-m", "pip", "install", "--quiet"]
-                    self.run([*pip, "-r", str(self.p["uv_requirements"])], "installing uv")
+                    self.pip_install(venv, str(self.p["uv_requirements"]), "uv")
                     have = lifecycle.uv_version(self.run([uv_bin, "--version"], "uv --version"))
                     if have != wanted:
                         raise lifecycle.ReleaseError(
@@ -346,6 +392,56 @@ class Step:
             "installed": installed,
             "msg": f"{verb}: {', '.join(installed)}" if installed else "tools present",
         }
+
+    # --- a tool's venv (uv's for state=tools, the CUDA toolkit's wheels) ---------------------------
+    def pip_install(self, venv: str, requirements: str, what: str, extra: list[str] | None = None) -> None:
+        """The venv (``python -m venv`` when it has no interpreter), then the hash-checked requirements."""
+        python = os.path.join(venv, "bin", "python")
+        if not os.path.exists(python):
+            self.run([str(self.p["python"]), "-m", "venv", venv], f"creating the venv {venv}")
+        pip = [python, "-m", "pip", "install", "--quiet", "--require-hashes", *(extra or [])]
+        self.run([*pip, "-r", requirements, *self.p["pip_args"]], f"installing {what}")
+
+    def dist_version(self, venv: str, dist: str) -> str:
+        """The version the venv's importlib.metadata reports for ``dist`` ('' without a venv or the dist)."""
+        python = os.path.join(venv, "bin", "python")
+        if not os.path.exists(python):
+            return ""
+        code = (
+            "import importlib.metadata as m, sys\ntry: print(m.version(sys.argv[1]))\nexcept Exception: pass"
+        )
+        rc, out, _err = self.module.run_command([python, "-c", code, dist])
+        return str(out).strip() if rc == 0 else ""
+
+    def venv(self) -> dict[str, Any]:
+        for name in ("venv", "requirements", "distribution", "version"):
+            if not self.p[name]:
+                raise lifecycle.ReleaseError(f"state=venv needs {name}")
+        venv, dist, wanted = str(self.p["venv"]), str(self.p["distribution"]), str(self.p["version"])
+        drift = [str(line) for line in self.p["drift"]]
+        have = self.dist_version(venv, dist)
+        if have == wanted and not drift:
+            return {"changed": False, "installed": [], "msg": f"{venv}: {dist} {wanted}"}
+        why = "; ".join(drift) if drift else f"{dist} {have or 'not installed'}"
+        verb = ("a real run reinstalls" if drift else "would install") if self.check else "installed"
+        lines = [f"drift: {why}" if drift else f"{venv}: {why}", f"{verb} {dist} {wanted} in {venv}"]
+        result: dict[str, Any] = {"changed": True, "installed": [f"{dist} {wanted}"], "msg": "; ".join(lines)}
+        if self.module._diff:
+            result["diff"] = {
+                "before_header": f"{venv}: {dist}",
+                "after_header": result["msg"],
+                "before": f"{dist} {have or '(not installed)'}\n" + "".join(f"drift: {d}\n" for d in drift),
+                "after": f"{dist} {wanted}" + (" (reinstalled)" if drift else "") + "\n",
+            }
+        if not self.check:
+            force = ["--force-reinstall"] if drift else []
+            self.pip_install(venv, str(self.p["requirements"]), f"{dist} {wanted}", force)
+            have = self.dist_version(venv, dist)
+            if have != wanted:
+                raise lifecycle.ReleaseError(
+                    f"{venv} reports {dist} {have or '?'} after the install, not {wanted}"
+                )
+        return result
 
     # --- built ------------------------------------------------------------------------------------
     def built(self) -> dict[str, Any]:
