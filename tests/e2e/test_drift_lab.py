@@ -112,8 +112,11 @@ TAMPERS: dict[str, tuple[str, str, str]] = {
     ),
     "nvcc_deleted_from_toolkit": (
         'rm -f "$(readlink -f /opt/cuda/13.0.1/bin/nvcc)"',
-        "cuda_toolkit : Report the toolkit drift (nvcc missing or not the pinned build, toolkit files missing)",  # noqa: E501
-        "bin/nvcc is missing",
+        # reported by the module that reinstalls the wheels (sglang.deploy.release state venv): the drift
+        # is its message and the header of its diff
+        "cuda_toolkit : Create, install or repair the wheel toolkit (the probe found the venv missing or the"
+        " toolkit drifted) - cuda-toolkit[nvcc,cudart,nvvm,crt]==13.0.1",
+        "drift: /opt/cuda/13.0.1: bin/nvcc is missing",
     ),
 }
 # The tampers on paths under the release's venv must run before current is pointed elsewhere.
@@ -185,7 +188,7 @@ def test_drift_exits_2_with_junit_failures(rounds: dict[str, Any]) -> None:
     assert rounds["report"]["result"] == "drift"
     junit = (rounds["art"] / "drift1" / "junit.xml").read_text()
     assert "<failure" in junit
-    assert "Report the toolkit drift" in junit
+    assert "Create, install or repair the wheel toolkit" in junit
 
 
 def find_task(tasks: dict[str, str], wanted: str) -> str | None:
