@@ -144,15 +144,34 @@ def remaining(markers: Iterable[Mapping[str, Any]], release_dir: str, removed: I
     return [os.path.basename(d) for d in dict.fromkeys(dirs) if d not in gone]
 
 
+APT_ENV = {"DEBIAN_FRONTEND": "noninteractive"}
+
+
+def dpkg_installed(status: str) -> bool:
+    """Whether dpkg's ``${db:Status-Abbrev}`` says installed: 'ii', or 'hi' for a held package."""
+    return status[1:2] == "i"
+
+
 def missing_packages(dpkg_output: str, wanted: Iterable[str]) -> list[str]:
     """The packages of ``wanted`` that ``dpkg-query -W -f '${Package} ${db:Status-Abbrev}\\n'`` does not
-    report installed (status 'i': 'ii', or 'hi' for a held one), in the order wanted."""
+    report installed (:func:`dpkg_installed`), in the order wanted."""
     installed = set()
     for line in dpkg_output.splitlines():
         parts = line.split()
-        if len(parts) >= 2 and parts[1][1:2] == "i":
+        if len(parts) >= 2 and dpkg_installed(parts[1]):
             installed.add(parts[0].split(":")[0])
     return [p for p in dict.fromkeys(wanted) if p not in installed]
+
+
+def dpkg_state(output: str) -> tuple[str, str]:
+    """(version, selection) of ``dpkg-query -W -f '${Version} ${db:Status-Abbrev}'`` for one package: the
+    version when it is installed (:func:`dpkg_installed`), else ''; the selection 'hold' for 'h', else
+    'install'."""
+    parts = output.split()
+    if len(parts) < 2:
+        return "", "install"
+    version, status = parts[0], parts[1]
+    return (version if dpkg_installed(status) else ""), ("hold" if status[:1] == "h" else "install")
 
 
 def uv_version(output: str) -> str:

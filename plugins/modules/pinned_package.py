@@ -102,18 +102,7 @@ actions:
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule  # type: ignore[import-untyped]
-
-APT_ENV = {"DEBIAN_FRONTEND": "noninteractive"}
-
-
-def dpkg_state(output: str) -> tuple[str, str]:
-    """(version, selection) of ``dpkg-query -W -f '${Version} ${db:Status-Abbrev}'``: the version when
-    the status says installed ('ii', 'hi'), else ''; the selection 'hold' for 'h', else 'install'."""
-    parts = output.split()
-    if len(parts) < 2:
-        return "", "install"
-    version, status = parts[0], parts[1]
-    return (version if status[1:2] == "i" else ""), ("hold" if status[:1] == "h" else "install")
+from ansible_collections.sglang.deploy.plugins.module_utils.release import APT_ENV, dpkg_state
 
 
 def plan(p: dict[str, Any], installed: str, selection: str) -> list[str]:

@@ -363,7 +363,7 @@ class Step:
             )
             missing = lifecycle.missing_packages(str(out), packages)
             if missing and not self.check:
-                apt = {"DEBIAN_FRONTEND": "noninteractive"}
+                apt = lifecycle.APT_ENV
                 # refreshed every time something is missing: a just-built image can hold a recent
                 # cache stamp with empty lists
                 self.run(["apt-get", "update", "-q"], "apt-get update", env=apt)
