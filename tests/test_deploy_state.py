@@ -192,6 +192,28 @@ def test_known_bad_records_match_on_the_combination(host: dict[str, Any]) -> Non
     assert stat.S_IMODE((state.dir / "known-bad.json").stat().st_mode) == 0o600
 
 
+def test_the_launch_combination_is_the_roles_earlier_jinja(host: dict[str, Any]) -> None:
+    """What the role computed in Jinja before the module did (deploy_state's combination.yml, records on
+    hosts are written with it): `{'argv': argv, 'environment': env} | to_json | hash('sha256')`, this run's
+    release and NCCL env digest first, the host's else ("absent" without the file)."""
+    state, files = host["state"], host["files"]
+    env = {"NCCL_P2P_LEVEL": "SYS", "NOTE": 'caf\u00e9 \u2014 "q"'}  # to_json escapes both
+    argv = ["/opt/current/venv/bin/python", *ARGV]
+    launch = {"argv": argv, "environment": env, "env_file": str(files["nccl"])}
+    want = hashlib.sha256(to_json({"argv": launch["argv"], "environment": env}).encode()).hexdigest()
+    ours = ds.launch_combination(launch, state.in_force())
+    assert ours == {
+        "release_id": "r1",
+        "launch_spec_sha256": want,
+        "env_sha256": hashlib.sha256(files["nccl"].read_bytes()).hexdigest(),
+    }
+    run = {**launch, "release_id": "r2", "env_sha256": "e" * 64}
+    assert ds.launch_combination(run, state.in_force())["release_id"] == "r2"
+    assert ds.launch_combination(run, state.in_force())["env_sha256"] == "e" * 64
+    files["nccl"].unlink()
+    assert ds.launch_combination(launch, state.in_force())["env_sha256"] == "absent"
+
+
 def test_switch_follows_the_same_rules_and_names_the_allowed(host: dict[str, Any]) -> None:
     state, root = host["state"], host["root"]
     release(root, "r3", argv=["--other"])

@@ -83,6 +83,7 @@ options:
   combination:
     description: With C(mark_bad) and C(status), the combination a verdict judged (more keys are kept);
       with C(mark_good), the combination in force (recorded in C(verified.json) so C(mark_bad) can tell it).
+      Or computed from O(launch).
     type: dict
     suboptions:
       release_id: {description: The release C(current) pointed at., type: str}
@@ -90,6 +91,37 @@ options:
         description: sha256 of the launch spec's flags and environment (no secrets).
         type: str
       env_sha256: {description: sha256 of the NCCL environment file., type: str}
+  launch:
+    description:
+      - The launch spec a verdict judges; the module computes the combination from it and the state in
+        force before the action (a restore's is then the state it replaced), returns it (RV(combination))
+        and uses it as O(combination). The one computation of a combination (the known-bad check, the
+        verdict records).
+      - C(launch_spec_sha256) is the sha256 of the JSON object of C(argv) and C(environment), in that
+        order, as Ansible's C(to_json) writes it, so records written by the earlier Jinja computation match.
+    type: dict
+    suboptions:
+      argv:
+        description: The launcher and the server flags (the key a placeholder).
+        type: list
+        elements: str
+        required: true
+      environment:
+        description: The launch environment.
+        type: dict
+        default: {}
+      release_id:
+        description: This run's release; empty for the release the link points at.
+        type: str
+        default: ""
+      env_file:
+        description: The NCCL environment file (its digest in force when O(launch.env_sha256) is empty).
+        type: path
+      env_sha256:
+        description: This run's digest of the NCCL environment file; empty for the one in force (C(absent)
+          without one).
+        type: str
+        default: ""
   release:
     description: With C(switch), the release to point the link at (the same rules as a restore).
     type: str
@@ -123,6 +155,19 @@ EXAMPLES = r"""
       files: [/etc/systemd/system/sglang-kimi.service, /etc/sglang/nccl.env, /etc/sglang/launch-args.json]
       dirs: [/etc/systemd/system/sglang-kimi.service.d]
       launch_args: /etc/sglang/launch-args.json
+
+- name: Read the state and refuse the combination this run deploys when a failed verdict recorded it
+  sglang.deploy.deploy_state:
+    action: status
+    managed:
+      link: /opt/sglang/current
+      files: [/etc/systemd/system/sglang-kimi.service, /etc/sglang/nccl.env, /etc/sglang/launch-args.json]
+    launch:
+      argv: [/opt/sglang/current/venv/bin/python, -m, sglang.launch_server, --tp, "8"]
+      environment: {NCCL_P2P_LEVEL: SYS}
+      env_file: /etc/sglang/nccl.env
+  register: state
+  failed_when: state.known_bad_match is not none
 """
 
 RETURN = r"""
@@ -157,6 +202,11 @@ known_bad:
   elements: dict
 known_bad_match:
   description: The known-bad record equal to O(combination) (release, launch spec, env digests), or null.
+  returned: always
+  type: dict
+combination:
+  description: The combination of O(launch) (release_id, launch_spec_sha256, env_sha256), computed before the
+    action (a restore's is the state it replaced), or O(combination) as given; null without either.
   returned: always
   type: dict
 running:
@@ -395,6 +445,20 @@ def _combination(value: dict[str, Any] | None) -> dict[str, str]:
     return {k: str((value or {}).get(k, "")) for k in COMBINATION_KEYS}
 
 
+def launch_combination(launch: dict[str, Any], in_force: dict[str, Any]) -> dict[str, str]:
+    """The combination a verdict judges, of ``launch`` (O(launch)) and the state in force (state_in_force):
+    this run's release and NCCL env digest first, the host's else. The launch spec's digest is that of
+    Ansible's ``{'argv': ..., 'environment': ...} | to_json | hash('sha256')`` (json.dumps' defaults)."""
+    spec = {"argv": list(launch["argv"]), "environment": launch.get("environment") or {}}
+    in_force_sha = {e["path"]: e.get("sha256") for e in in_force["entries"]}
+    env_file = str(launch.get("env_file") or "")
+    return {
+        "release_id": launch.get("release_id") or in_force["release"],
+        "launch_spec_sha256": hashlib.sha256(json.dumps(spec).encode()).hexdigest(),
+        "env_sha256": launch.get("env_sha256") or in_force_sha.get(env_file) or "absent",
+    }
+
+
 class DeployState:
     """One host's state directory: snapshot/, verified.json, known-bad.json."""
 
@@ -627,16 +691,31 @@ def main() -> None:
                 },
             },
             "combination": {"type": "dict"},
+            "launch": {
+                "type": "dict",
+                "options": {
+                    "argv": {"type": "list", "elements": "str", "required": True},
+                    "environment": {"type": "dict", "default": {}},
+                    "release_id": {"type": "str", "default": ""},
+                    "env_file": {"type": "path"},
+                    "env_sha256": {"type": "str", "default": ""},
+                },
+            },
             "release": {"type": "str"},
             "server_args": {"type": "list", "elements": "str"},
             "reason": {"type": "str", "default": ""},
         },
-        required_if=[("action", "mark_bad", ("combination",))],
+        required_if=[("action", "mark_bad", ("combination", "launch"), True)],
+        mutually_exclusive=[("combination", "launch")],
         supports_check_mode=True,
     )
     params = module.params
     state = DeployState(params["managed"])
     check = module.check_mode
+    # the combination of the state in force BEFORE the action (a restore's: the state it replaces)
+    combination = params["combination"] or (
+        launch_combination(params["launch"], state.in_force()) if params["launch"] else None
+    )
     result: dict[str, Any] = {"changed": False, "items": [], "taken": "", "recorded": ""}
     try:
         if params["action"] == "snapshot":
@@ -652,13 +731,13 @@ def main() -> None:
             result.update(changed=bool(items), items=items)
         elif params["action"] == "mark_good":
             verdict = params["reason"] or "passed"
-            result["changed"] = state.mark_good(check, verdict, params.get("combination"))
+            result["changed"] = state.mark_good(check, verdict, combination)
         elif params["action"] == "mark_bad":
-            changed, note = state.mark_bad(check, params["combination"], params["reason"])
+            changed, note = state.mark_bad(check, combination or {}, params["reason"])
             result.update(changed=changed, recorded=note)
     except (RuntimeError, ValueError, OSError) as exc:
         module.fail_json(msg=str(exc), **result)
-    result.update(state.status(params["managed"].get("service"), params.get("combination")))
+    result.update(state.status(params["managed"].get("service"), combination), combination=combination)
     result["allowed"] = (
         allowed_releases(state.link, params["server_args"]) if params.get("server_args") is not None else []
     )

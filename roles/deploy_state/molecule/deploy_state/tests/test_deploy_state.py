@@ -121,7 +121,7 @@ def test_a_key_rotation_stays_in_force_and_is_never_known_bad(host: Any) -> None
     assert new_key.mode == 0o600
     assert main_pid(host) != pid
     assert host.service("sglang-kimi").is_running
-    assert "not recorded known-bad: it is the last good combination" in out
+    assert "MARK not recorded known-bad: it is the last good combination" in out
     assert "the failure is not the combination's" in out
     assert host.file(f"{STATE}/known-bad.json").content_string == bad_before
     rc, out = moltest.run_playbook("known_bad.yml")  # the next run deploys it
