@@ -188,13 +188,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def lab() -> Iterator[None]:
     """The lab host of inventory/lab.yml (a systemd container), created as the README does; destroyed
-    at the end of the e2e session. With SGLANG_E2E_LAB=<name>: that container, made if missing and
-    left in place (a developer's own)."""
+    at the end of the e2e session. A sglang-lab already there (a developer's `make up`, a run that was
+    killed) is removed first, as scripts/test removes a leftover verify lab: the session's first `up`
+    converges a fresh host, never one whose unit some earlier run left started. With
+    SGLANG_E2E_LAB=<name>: that container, made if missing and left in place (a developer's own)."""
     if LAB_OVERRIDDEN:
         made = cli("lab", "create", "--name", LAB_HOST)
         assert made.returncode == 0, made.stderr
         yield
         return
+    if cli("lab", "status").returncode == 0:
+        print(f"a {LAB_HOST} from before this session: removed, a fresh one is made")
+        assert cli("lab", "destroy").returncode == 0
     created = cli("lab", "create")
     assert created.returncode == 0, created.stderr
     assert "systemd running" in created.stdout or "systemd degraded" in created.stdout
