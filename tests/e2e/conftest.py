@@ -224,7 +224,8 @@ def converged_lab(lab: None, tmp_path_factory: pytest.TempPathFactory, worker_id
     its rc, output and summary.json for the tests that check them. With SGLANG_E2E_LAB: site.yml
     through an inventory copy naming that container (no summary.json); with SGLANG_E2E_LAB_SEEDS_FLEET=1
     too, that converged host is then the fleet's seed replica (fleet_lab.build_replica_image: committed
-    before any test changes it, the tag published for the fleet's worker), when docker's storage has room
+    before any test changes it, then rebased on the image - the host rebooted, the stack stored once -
+    and the tag published for the fleet's worker), when docker's storage has room
     for the image beside the other lanes (fleet_lab.room_for_image; else the fleet's tests skip, saying
     why)."""
     if LAB_OVERRIDDEN:
