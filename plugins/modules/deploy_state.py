@@ -481,8 +481,12 @@ class DeployState:
         extra = [e["path"] for e in manifest.get("entries", [])]
         return state_in_force(self.files, self.dirs, self.link, extra, self.kept)
 
-    def status(self, service: str | None, combination: dict[str, Any] | None) -> dict[str, Any]:
-        now = self.in_force()
+    def status(
+        self, service: str | None, combination: dict[str, Any] | None, now: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """What the module returns of the host's state; ``now``: the state in force when the caller
+        has just read it (nothing changed since), else it is read here."""
+        now = now or self.in_force()
         manifest = self.manifest()
         verified = _read_json(self.dir / "verified.json")
         known_bad = _read_json(self.dir / "known-bad.json") or []
@@ -712,9 +716,10 @@ def main() -> None:
     params = module.params
     state = DeployState(params["managed"])
     check = module.check_mode
-    # the combination of the state in force BEFORE the action (a restore's: the state it replaces)
+    # the state in force BEFORE the action, read once (the combination of a restore: the state it replaces)
+    before = state.in_force()
     combination = params["combination"] or (
-        launch_combination(params["launch"], state.in_force()) if params["launch"] else None
+        launch_combination(params["launch"], before) if params["launch"] else None
     )
     result: dict[str, Any] = {"changed": False, "items": [], "taken": "", "recorded": ""}
     try:
@@ -737,7 +742,10 @@ def main() -> None:
             result.update(changed=changed, recorded=note)
     except (RuntimeError, ValueError, OSError) as exc:
         module.fail_json(msg=str(exc), **result)
-    result.update(state.status(params["managed"].get("service"), combination), combination=combination)
+    # after an action that changed nothing (a read, a state already recorded) the state read before it
+    unchanged = before if not result["changed"] else None
+    result.update(state.status(params["managed"].get("service"), combination, unchanged))
+    result["combination"] = combination
     result["allowed"] = (
         allowed_releases(state.link, params["server_args"]) if params.get("server_args") is not None else []
     )
