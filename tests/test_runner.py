@@ -187,6 +187,21 @@ def test_a_learning_error_cancels_the_run_and_keeps_nothing_of_it(
     assert not (tmp_path / "artifacts" / "runner" / "artifacts" / "learn-fails").exists()
 
 
+def test_masked_job_events_stay_valid_json(tmp_path: Path) -> None:
+    # masked as text, `"secret": false` became `"secret": ********` (invalid JSON, found in a real
+    # run's job events); masked as data the field gets the mask as a string and the file still parses
+    result, _events = run(tmp_path, "json_fields.yml")
+    assert result.rc == 0, result.summary
+    files = sorted((result.artifact_dir / "job_events").glob("*.json"))
+    assert files
+    docs = [json.loads(p.read_text()) for p in files]  # every one parses
+    [shown] = [d["event_data"]["res"]["msg"] for d in docs if d["event"] == "runner_on_ok"]
+    assert shown == {
+        "secret": MASK, "secrets": MASK, "token_budget": MASK, "api_key_required": MASK,
+        "password": None, "plain": "kept",
+    }  # fmt: skip
+
+
 def test_vault_secret_never_lands_in_artifacts(tmp_path: Path) -> None:
     key = f"sk-vault-{secrets.token_hex(8)}"
     password = f"vault-pw-{secrets.token_hex(8)}"

@@ -21,6 +21,8 @@ Pure Python (no Ansible import); tests/test_cli_secrets.py and tests/test_host_l
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import Any
 
 MASK = "********"
 # The words that make a `name=value` / `name: value` in free text (logs, module output) a secret to
@@ -74,3 +76,29 @@ def mask_text(text: str) -> str:
     for pattern in TEXT_PATTERNS:
         text = pattern.sub(lambda m: m.group(1) + MASK, text)
     return text
+
+
+def mask_data(data: Any, text: Callable[[str], str] = str) -> Any:
+    """A copy of JSON-like ``data`` with the value of every secret-named field (:func:`is_secret_field`)
+    replaced by :data:`MASK` whatever it is (unless None or empty), and every other string, keys
+    included, passed through ``text`` (the caller's masking of known values and free-text patterns).
+    The result is JSON-like again: a JSON document masked this way stays valid JSON, which masking its
+    text does not (``"secret": false`` has no quotes for a text pattern to stop at)."""
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            out: dict[Any, Any] = {}
+            for key, value in node.items():
+                new_key = text(key) if isinstance(key, str) else key
+                if isinstance(key, str) and is_secret_field(key) and value not in (None, ""):
+                    out[new_key] = MASK
+                else:
+                    out[new_key] = walk(value)
+            return out
+        if isinstance(node, list | tuple):
+            return [walk(item) for item in node]
+        if isinstance(node, str):
+            return text(node)
+        return node
+
+    return walk(data)

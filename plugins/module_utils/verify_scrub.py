@@ -24,9 +24,13 @@ import json
 from typing import Any
 
 try:
-    from ansible_collections.sglang.deploy.plugins.module_utils.secret_names import MASK, is_secret_field
+    from ansible_collections.sglang.deploy.plugins.module_utils.secret_names import (
+        MASK,
+        is_secret_field,
+        mask_data,
+    )
 except ImportError:  # on the host: verify_bench.py imports this file and secret_names.py from its dir
-    from secret_names import MASK, is_secret_field  # type: ignore[import-not-found]
+    from secret_names import MASK, is_secret_field, mask_data  # type: ignore[import-not-found]
 
 __all__ = ["MASK", "find_leaks", "is_secret_key", "scrub_data", "scrub_jsonl", "scrub_text"]
 # Secrets shorter than this are not replaced literally (a 1-3 character "secret" would shred the text).
@@ -57,26 +61,10 @@ def scrub_text(text: str, secrets: list[str] | tuple[str, ...] | str | None) -> 
 
 
 def scrub_data(data: Any, secrets: list[str] | tuple[str, ...] | str | None = None) -> Any:
-    """A copy of JSON-like ``data`` with secret-named fields masked and secret values replaced."""
+    """A copy of JSON-like ``data`` with secret-named fields masked and secret values replaced (the one
+    walk of secret_names.mask_data)."""
     known = _secrets(secrets)
-
-    def walk(node: Any) -> Any:
-        if isinstance(node, dict):
-            out: dict[Any, Any] = {}
-            for key, value in node.items():
-                new_key = scrub_text(key, known) if isinstance(key, str) else key
-                if isinstance(key, str) and is_secret_key(key) and value not in (None, ""):
-                    out[new_key] = MASK
-                else:
-                    out[new_key] = walk(value)
-            return out
-        if isinstance(node, list | tuple):
-            return [walk(item) for item in node]
-        if isinstance(node, str):
-            return scrub_text(node, known)
-        return node
-
-    return walk(data)
+    return mask_data(data, lambda node: scrub_text(node, known))
 
 
 def scrub_jsonl(text: str, secrets: list[str] | tuple[str, ...] | str | None = None) -> str:

@@ -7,6 +7,7 @@ import re
 import shlex
 import urllib.parse
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from .paths import load_plugin_file
 
@@ -69,6 +70,11 @@ class Redactor:
     def __call__(self, text: str) -> str:
         masked: str = _RULE.mask_text(self.mask_known(text))
         return masked
+
+    def data(self, value: Any) -> Any:
+        """JSON-like ``value`` masked as data (the one walk, secret_names.mask_data): secret-named
+        fields whatever their value, every other string as text. Valid JSON in, valid JSON out."""
+        return _RULE.mask_data(value, self)
 
 
 SECRET_MIN_LENGTH = 8  # shorter values of secret-named variables are flags ("true", "1", "systemd")

@@ -352,7 +352,7 @@ class PlaybookStop:
 
 def scrub_artifacts(artifact_dir: Path, redactor: Redactor) -> None:
     """Mask secret-named env values in runner's `command` file, then known secrets and secret-looking
-    values in every file (the patterns stop at quotes and backslashes: JSON files stay valid)."""
+    values in every file (scrub_file: a JSON file as data, so it stays valid JSON)."""
     command = artifact_dir / "command"
     if command.is_file():
         data = json.loads(command.read_text(encoding="utf-8"))
@@ -369,12 +369,17 @@ def scrub_artifacts(artifact_dir: Path, redactor: Redactor) -> None:
 
 
 def scrub_file(path: Path, redactor: Redactor) -> None:
-    """Known secrets and secret-looking values of one text file masked in place."""
+    """Known secrets and secret-looking values of one text file masked in place. A JSON file (runner's
+    job events, summary.json) is masked as data: masked as text, ``"secret": false`` became
+    ``"secret": ********`` and the file invalid JSON; as data the field gets the mask as a string."""
     try:
         text = path.read_text(encoding="utf-8")
     except (UnicodeDecodeError, OSError):
         return
     cleaned = redactor(text)
+    if path.suffix == ".json" and cleaned != text:
+        with suppress(ValueError):
+            cleaned = json.dumps(redactor.data(json.loads(text)), ensure_ascii=False)
     if cleaned != text:
         path.write_text(cleaned, encoding="utf-8")
 
