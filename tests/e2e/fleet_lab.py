@@ -126,11 +126,10 @@ def build_replica_image(tmp: Path, seed: str = "") -> str:
 
 
 # What a replica image needs besides its own size (the seed's writable layer, copied by `docker commit`):
-# room for what the other lanes may write meanwhile: one more whole-stack install (a molecule scenario's
-# 12.1 GB) and a floor. Measured 2026-12-06 (run 2), before the seed was rebased on the image:
-# the image 12.5 GB, each lab host 12.3 GB; with the image built at 33.5 GB free, the run's lowest point
-# was 13 GB free. Since the seed is rebased on the image (_rebase) the copy is given back minutes later,
-# so only the commit's window needs the room; CI's run of 2026-12-07 had 26.4 GB free there (11.4 GB seed).
+# room for what the other lanes may write meanwhile - one more whole-stack install, a molecule scenario's
+# (about 12 GB) - and a floor. The seed is rebased on the image (_rebase), which gives the copy back
+# minutes later, so only the commit's window needs the room. The measured peaks and the runs the check
+# skipped: bench/results/make-test-history.md.
 DISK_MARGIN_BYTES = 13 * 1024**3
 
 
