@@ -36,14 +36,13 @@ def test_secret_names(name: str) -> None:
 def test_not_secret_names(name: str) -> None:
     assert not rule.is_secret_name(name)
     assert not rule.is_secret_field(name)
-    assert not verify_scrub.is_secret_key(name)
 
 
 def test_fields_are_the_text_words_a_credential_field_names_one() -> None:
     assert rule.is_secret_field("hf_token")
     assert rule.is_secret_field("admin_api_key")
-    assert verify_scrub.is_secret_key("api_key")
-    assert verify_scrub.is_secret_key("password")
+    assert rule.is_secret_field("api_key")
+    assert rule.is_secret_field("password")
     assert not rule.is_secret_field("credential")  # the verify document's LoadCredential= name
     assert verify_scrub.scrub_data({"tokenizer_path": "/m", "hf_token": "abc"}) == {
         "tokenizer_path": "/m",

@@ -24,15 +24,11 @@ import json
 from typing import Any
 
 try:
-    from ansible_collections.sglang.deploy.plugins.module_utils.secret_names import (
-        MASK,
-        is_secret_field,
-        mask_data,
-    )
+    from ansible_collections.sglang.deploy.plugins.module_utils.secret_names import MASK, mask_data
 except ImportError:  # on the host: verify_bench.py imports this file and secret_names.py from its dir
-    from secret_names import MASK, is_secret_field, mask_data  # type: ignore[import-not-found]
+    from secret_names import MASK, mask_data  # type: ignore[import-not-found]
 
-__all__ = ["MASK", "find_leaks", "is_secret_key", "scrub_data", "scrub_jsonl", "scrub_text"]
+__all__ = ["MASK", "find_leaks", "scrub_data", "scrub_jsonl", "scrub_text"]
 # Secrets shorter than this are not replaced literally (a 1-3 character "secret" would shred the text).
 MIN_SECRET_LEN = 4
 
@@ -46,11 +42,6 @@ def _secrets(secrets: list[str] | tuple[str, ...] | str | None) -> list[str]:
     return sorted(
         {s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET_LEN}, key=len, reverse=True
     )
-
-
-def is_secret_key(name: str) -> bool:
-    """True when a mapping key names a secret (its value is masked whatever it is)."""
-    return bool(is_secret_field(name))
 
 
 def scrub_text(text: str, secrets: list[str] | tuple[str, ...] | str | None) -> str:
