@@ -18,7 +18,7 @@ from test_launch_spec import cfg as launch_cfg
 
 launch_spec = load_module("launch_spec_deciders", REPO / "plugins/module_utils/launch_spec.py")
 nccl_filters = load_module("nccl_env_deciders", REPO / "plugins/filter/nccl_env.py")
-EXPORT = REPO / "roles/preflight/tasks/export.yml"
+PREFLIGHT_TASKS = REPO / "roles/preflight/tasks/main.yml"
 # Imported at collection time, as the role plugins import them (FQCN): a test that ran before may have
 # installed Ansible's collection finder, which refuses these imports later.
 _FQCN = "ansible_collections.sglang.deploy.plugins."
@@ -75,10 +75,20 @@ def test_bad_nccl_env_interconnect_is_named() -> None:
     assert any("nccl_env_interconnect='infiniband'" in e for e in res["errors"]), res["errors"]
 
 
+def iter_tasks(items: Any) -> Any:
+    """Every task of a task list, the tasks of blocks included (not the blocks)."""
+    for item in items or []:
+        if any(key in item for key in ("block", "rescue", "always")):
+            for key in ("block", "rescue", "always"):
+                yield from iter_tasks(item.get(key))
+        else:
+            yield item
+
+
 def test_preflight_export_takes_the_profile_from_the_one_decider() -> None:
     """preflight_nccl_profile_resolved is computed by the collection's decider filter, handed the
     inventory's nccl_env_interconnect, not by a Jinja expression of its own."""
-    tasks = yaml.safe_load(EXPORT.read_text())
+    tasks = list(iter_tasks(yaml.safe_load(PREFLIGHT_TASKS.read_text())))
     facts = next(t for t in tasks if t.get("name") == "Export the preflight facts")[
         "ansible.builtin.set_fact"
     ]

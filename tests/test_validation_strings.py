@@ -15,7 +15,7 @@ tasks/main.yml: the role's validate.yml with its argument spec, defaults and var
 the failure message is recorded in a block's rescue.
 A case passes when that message names the variable (and, for the API key, never prints it).
 To keep the run short (about 0.5-1 s of CPU per pass through a role's checks on 2 CPUs):
-* a preflight input runs preflight's validate.yml, another role's input that role's validate.yml as
+* a preflight input runs preflight's input check, another role's input that role's validate.yml as
   preflight's later-roles step includes it (preflight's own checks never read another role's inputs;
   the first, real preflight runs everything);
 * the inputs of one role go through together, per kind of value: the checks report every bad input
@@ -189,22 +189,21 @@ def _playbook(results: Path, lab_vars: Path) -> list[dict[str, Any]]:
     vars_files = [str(p) for p in sorted((REPO / "group_vars" / "all").glob("*.yml"))] + [str(lab_vars)]
     tasks: list[dict[str, Any]] = [
         {
+            # public: its defaults stay in scope for the cases' own call of preflight's input check
             "name": "Run the whole preflight once (probe, lab mode, launch spec: facts the checks read)",
-            "ansible.builtin.include_role": {"name": "sglang.deploy.preflight"},
+            "ansible.builtin.include_role": {"name": "sglang.deploy.preflight", "public": True},
         }
     ]
     for case_id, case in _groups().items():
         over = case["vars"]
         steps: list[dict[str, Any]] = []
         if case["role"] == "preflight":
-            # preflight's own input: its input checks (tasks/validate.yml), then its later-roles step
+            # preflight's own input: its input checks (the first task of its tasks/main.yml), then its
+            # later-roles step
             steps.append(
                 {
                     "name": f"{case_id}: preflight's input checks",
-                    "ansible.builtin.include_role": {
-                        "name": "sglang.deploy.preflight",
-                        "tasks_from": "validate",
-                    },
+                    "sglang.deploy.validate_inputs": {"role": "preflight"},
                     "vars": over,
                 }
             )
