@@ -215,6 +215,59 @@ def test_pruned_keeps_the_newest_and_every_protected_release(tmp_path: Path) -> 
     assert not run_module("release", args)["changed"]
 
 
+def test_listed_reads_every_release_newest_first_and_changes_nothing(tmp_path: Path) -> None:
+    """`sglang-deploy releases`' listing (playbooks/releases.yml): the complete releases newest first with
+    their receipt's summary, a partial one after them, current's release marked; check mode the same."""
+    releases = tmp_path / "releases"
+    old = complete_release(releases, "old", 100)
+    new = complete_release(releases, "new", 200)
+    (releases / "partial").mkdir()
+    (old / "receipt.json").write_text(
+        json.dumps(
+            {
+                "installed_at": "2026-12-01T00:00:00Z",
+                "checks": {"argv_ok": False},
+                "versions": {"sglang": "0.5.9", "torch": "2.9.1+cu130", "extra": "x"},
+                "sources": {"sglang_source": "git+https://example.invalid/sglang@bbe9c7eeb"},
+                "patches": [{"name": "0001-a.patch"}, {"name": "0002-b.patch"}],
+                "python": {"version": "3.12.3"},
+            }
+        )
+    )
+    (new / "receipt.json").write_text("not json")
+    current = tmp_path / "current"
+    current.symlink_to("releases/old")
+    args = {"state": "listed", "releases_dir": str(releases), "current": str(current)}
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    for flags in (("--check",), ()):
+        res = run_module("release", args, *flags)
+        assert not res["changed"], res
+        listing = res["listing"]
+        assert (listing["current"], listing["current_exists"]) == ("old", True)
+        assert [r["id"] for r in listing["releases"]] == ["new", "old", "partial"]
+        by_id = {r["id"]: r for r in listing["releases"]}
+        assert by_id["old"]["current"]
+        assert not by_id["new"]["current"]
+        assert by_id["old"]["versions"] == {
+            "sglang": "0.5.9",
+            "torch": "2.9.1+cu130",
+            "sgl-kernel": "",
+            "flashinfer-python": "",
+            "transformers": "",
+        }
+        assert by_id["old"]["checks_ok"] is False
+        assert by_id["old"]["patches"] == ["0001-a.patch", "0002-b.patch"]
+        assert (by_id["old"]["python"], by_id["old"]["completed_at"]) == ("3.12.3", 100)
+        # a receipt that cannot be read is no receipt; an incomplete release has none
+        assert by_id["new"]["checks_ok"] is None
+        assert by_id["new"]["complete"]
+        assert (by_id["partial"]["complete"], by_id["partial"]["completed_at"]) == (False, 0)
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before
+    current.unlink()
+    empty = run_module("release", {**args, "releases_dir": str(tmp_path / "none")})["listing"]
+    assert empty == {"current": "", "current_exists": False, "releases": []}
+
+
 def test_synced_reports_the_drift_and_repairs_it(tmp_path: Path, uv: Path) -> None:
     rdir = complete_release(tmp_path / "releases", "r1", 100)
     (rdir / "zz.pth").write_text("import os\n")

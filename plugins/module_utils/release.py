@@ -11,8 +11,9 @@ The release id is one rule too (:func:`release_id`, the filter sglang.deploy.rel
 inputs and lock digest, the router's lock digest.
 
 The rest of the lifecycle is here too, for the module sglang.deploy.release (tool install, build into
-a new directory, receipt and ``.complete`` written last, prune): the listing of the releases, where
-``current`` points, the atomic writes, the parsers of dpkg's and uv's answers, uv's sync command line.
+a new directory, receipt and ``.complete`` written last, prune, the listing ``sglang-deploy releases``
+prints): the scan of the releases, where ``current`` points, the atomic writes, the parsers of dpkg's
+and uv's answers, uv's sync command line.
 
 Pure Python (no Ansible import); tests/test_release_prune.py and tests/test_release_lifecycle.py test it.
 """
@@ -86,6 +87,51 @@ def scan(releases_dir: str) -> tuple[list[dict[str, Any]], list[str]]:
             except FileNotFoundError:
                 partial.append(entry.path)
     return complete, partial
+
+
+def read_receipt(release_dir: str) -> dict[str, Any]:
+    """A release's receipt ({} when it has none or it is not a JSON object)."""
+    try:
+        with open(os.path.join(release_dir, RECEIPT), encoding="utf-8") as handle:
+            doc = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def listing(releases_dir: str, current: str) -> dict[str, Any]:
+    """Every release directory under ``releases_dir`` with a summary of its receipt, the complete ones
+    newest first (by their marker's mtime, ``completed_at``), the incomplete ones after, and the release
+    ``current`` points at ('' when it is missing or not a link). Read-only (``sglang-deploy releases``)."""
+    markers, partial = scan(releases_dir)
+    done = {os.path.dirname(str(m["path"])): float(m["mtime"]) for m in markers}
+    current_id = os.path.basename(os.readlink(current).rstrip("/")) if os.path.islink(current) else ""
+    releases: list[dict[str, Any]] = []
+    for path in sorted([*done, *partial]):
+        receipt = read_receipt(path) if path in done else {}
+        versions = receipt.get("versions") or {}
+        checks = receipt.get("checks") or {}
+        rid = os.path.basename(path)
+        releases.append(
+            {
+                "id": rid,
+                "path": path,
+                "current": rid == current_id,
+                "complete": path in done,
+                "completed_at": done.get(path, 0),
+                "installed_at": receipt.get("installed_at", ""),
+                "checks_ok": (checks.get("argv_ok", True) is not False) if receipt else None,
+                "versions": {
+                    name: versions.get(name, "")
+                    for name in ("sglang", "torch", "sgl-kernel", "flashinfer-python", "transformers")
+                },
+                "source": (receipt.get("sources") or {}).get("sglang_source", ""),
+                "patches": [p.get("name") for p in receipt.get("patches") or [] if isinstance(p, dict)],
+                "python": (receipt.get("python") or {}).get("version", ""),
+            }
+        )
+    releases.sort(key=lambda r: float(r["completed_at"]), reverse=True)
+    return {"current": current_id, "current_exists": os.path.lexists(current), "releases": releases}
 
 
 def current_release(current: str) -> str:

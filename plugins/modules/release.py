@@ -44,6 +44,9 @@ description:
   - O(state=pruned) removes the complete releases beyond the newest O(keep), never the release in
     force (O(release_id)) nor a O(protected) one (the one C(current) pointed at before this run, the
     last good state's, the running process').
+  - O(state=listed) changes nothing. It returns every release directory with a summary of its receipt (newest
+    complete first, incomplete ones after) and the release C(current) (O(current)) points at, the
+    listing of C(sglang-deploy releases).
   - In check mode nothing is written or run that changes the host; the result says what a real run
     would do (C(changed) and C(msg)).
 options:
@@ -51,12 +54,14 @@ options:
     description: The step of the lifecycle.
     type: str
     required: true
-    choices: [tools, venv, built, complete, synced, pruned]
+    choices: [tools, venv, built, complete, synced, pruned, listed]
   releases_dir:
-    description: The directory of the releases. Required unless O(state=tools).
+    description: The directory of the releases. Required unless O(state=tools) or O(state=venv).
     type: path
   release_id:
-    description: The release's id (its directory's name). Required unless O(state=tools).
+    description:
+      - The release's id (its directory's name). Required unless O(state=tools), O(state=venv) or
+        O(state=listed).
     type: str
   python:
     description:
@@ -93,7 +98,9 @@ options:
         type: str
         required: true
   current:
-    description: The C(current) link (O(state=built)); the result's C(previous) is the release it points at.
+    description:
+      - The C(current) link. With O(state=built) the result's C(previous) is the release it points at;
+        with O(state=listed) it is the listing's C(current) (by default C(current) beside O(releases_dir)).
     type: path
   note:
     description: Said after the check-mode prediction of a build (e.g. that its lock is compiled first).
@@ -229,6 +236,13 @@ EXAMPLES = r"""
     receipt: {release_id: 3f2a9c0d1e4b, sglang_router_version: 0.3.2}
   when: built.built
 
+- name: List the releases and the one current points at (read-only)
+  sglang.deploy.release:
+    state: listed
+    releases_dir: /opt/sglang/releases
+    current: /opt/sglang/current
+  register: releases
+
 - name: Prune the releases beyond the newest three
   sglang.deploy.release:
     state: pruned
@@ -241,11 +255,11 @@ EXAMPLES = r"""
 RETURN = r"""
 release_dir:
   description: The release's directory.
-  returned: unless O(state=tools) or O(state=venv)
+  returned: when O(state=built), O(state=complete), O(state=synced) or O(state=pruned)
   type: str
 complete:
   description: Whether the release is complete (its C(.complete) exists) after this step.
-  returned: unless O(state=tools) or O(state=venv)
+  returned: when O(state=built), O(state=complete), O(state=synced) or O(state=pruned)
   type: bool
 built:
   description: Whether this step built the release (O(state=built)); false when it was complete.
@@ -270,6 +284,26 @@ receipt:
   description: The receipt written (O(state=complete)).
   returned: when O(state=complete)
   type: dict
+listing:
+  description:
+    - Every release directory (O(state=listed)), newest complete first, and the release C(current) points at.
+  returned: when O(state=listed)
+  type: dict
+  contains:
+    current:
+      description: The release id C(current) points at ('' when it is missing or not a link).
+      type: str
+    current_exists:
+      description: Whether C(current) exists (a link, dangling or not, or anything else).
+      type: bool
+    releases:
+      description:
+        - One dict per release directory - C(id), C(path), C(current), C(complete), C(completed_at) (the
+          marker's mtime, 0 when incomplete), C(installed_at), C(checks_ok) (the receipt's launch check;
+          null without a receipt), C(versions) (sglang, torch, sgl-kernel, flashinfer-python, transformers),
+          C(source), C(patches) (names), C(python).
+      type: list
+      elements: dict
 installed:
   description: >-
     What O(state=tools) installed (or, in check mode, would) - packages and C(uv <version>); what
@@ -291,7 +325,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "state": {
         "type": "str",
         "required": True,
-        "choices": ["tools", "venv", "built", "complete", "synced", "pruned"],
+        "choices": ["tools", "venv", "built", "complete", "synced", "pruned", "listed"],
     },
     "venv": {"type": "path"},
     "requirements": {"type": "path"},
@@ -578,6 +612,14 @@ class Step:
                 for name in [*dirs, *names]:
                     os.lchown(os.path.join(top, name), 0, 0)
             os.lchown(release_dir, 0, 0)
+
+    # --- listed -----------------------------------------------------------------------------------
+    def listed(self) -> dict[str, Any]:
+        if not self.p["releases_dir"]:
+            raise lifecycle.ReleaseError("state=listed needs releases_dir")
+        releases_dir = str(self.p["releases_dir"])
+        current = str(self.p["current"] or os.path.join(os.path.dirname(releases_dir), "current"))
+        return {"changed": False, "listing": lifecycle.listing(releases_dir, current)}
 
     # --- pruned -----------------------------------------------------------------------------------
     def pruned(self) -> dict[str, Any]:
