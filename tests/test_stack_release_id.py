@@ -1,10 +1,13 @@
 """The sglang_stack release id names the lock that is installed (issue 21): the role's own definition
-(vars/main.yml, from the stat of the host's lock that main.yml's facts block and compile.yml
-register), read by a real ansible-playbook, gives another id when the lock's sha256 differs, the same
-id for the same lock, and marks a lock not compiled yet as pending."""
+(vars/main.yml, from the stack's probe - module sglang.deploy.sglang_stack_audit, which reads the host's
+lock and names the release in the same round trip, in inspect.yml and again after compile.yml), read
+by a real ansible-playbook, gives another id when the lock's content differs, the same id for the same
+lock, the id the one rule (the filter sglang.deploy.release_id) gives for the inputs and that lock's
+sha256, and marks a lock not compiled yet as pending."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -14,6 +17,7 @@ from typing import Any
 from modload import REPO
 
 ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
+INPUTS = {"requirements_in": "torch==2.9.1\n", "overrides": [], "source": "sdist", "lock": ""}
 PLAY = """---
 - hosts: localhost
   gather_facts: false
@@ -23,26 +27,41 @@ PLAY = """---
     - name: Read the role's defaults and the definitions of the release id
       ansible.builtin.include_vars: "{{ item }}"
       loop: ["{{ repo }}/roles/sglang_stack/defaults/main.yml", "{{ repo }}/roles/sglang_stack/vars/main.yml"]
-    - name: Record the release each lock digest names
+    - name: Probe as inspect.yml does (the lock's part)
+      sglang.deploy.sglang_stack_audit:
+        spec:
+          releases_dir: "{{ releases }}"
+          lock: {file: "{{ lock_file }}", inputs: "{{ inputs }}"}
+      register: __sglang_stack_probe_run
+    - name: Record the release the lock names
       vars:
-        __sglang_stack_id_inputs: {requirements_in: "torch==2.9.1\\n", overrides: [], source: sdist, lock: ""}
+        __sglang_stack_id_inputs: "{{ inputs }}"
         __sglang_stack_lock_file: "{{ lock_file }}"
-        __sglang_stack_lock_stat: {stat: {exists: "{{ digest | length > 0 }}", checksum: "{{ digest }}"}}
       ansible.builtin.copy:
         content: "{{ {'id': __sglang_stack_release_id, 'dir': __sglang_stack_release_dir,
-                      'pending': __sglang_stack_lock_pending} | to_json }}"
+                      'pending': __sglang_stack_lock_pending, 'digest': __sglang_stack_lock_digest,
+                      'rule': (inputs | combine({'host_lock': __sglang_stack_lock_digest})
+                               if lock_file | length > 0 else inputs)
+                              | sglang.deploy.release_id} | to_json }}"
         dest: "{{ out }}"
         mode: "0644"
 """
 
 
-def release(
-    tmp: Path, digest: str, lock_file: str = "/opt/sglang/locks/x/requirements.lock"
-) -> dict[str, Any]:
-    out = tmp / f"out-{digest or 'none'}-{len(lock_file)}.json"
+def release(tmp: Path, content: str | None, lock_file: str | None = None) -> dict[str, Any]:
+    """The role's release id, dir and pending flag for a host lock with ``content`` (None: not compiled
+    yet); ``lock_file=''`` is a lock given on the controller."""
+    lock = tmp / "locks" / "requirements.lock"
+    lock.parent.mkdir(exist_ok=True)
+    lock.unlink(missing_ok=True)
+    if content is not None:
+        lock.write_text(content)
+    out = tmp / "out.json"
     play = tmp / "play.yml"
     play.write_text(PLAY)
-    extra = {"digest": digest, "lock_file": lock_file, "out": str(out), "repo": str(REPO)}
+    extra = {"lock_file": str(lock) if lock_file is None else lock_file, "out": str(out), "repo": str(REPO),
+             "releases": str(tmp / "releases"), "inputs": INPUTS,
+             "ansible_python_interpreter": sys.executable}  # fmt: skip
     env = {"PATH": f"{ANSIBLE_PLAYBOOK.parent}:/usr/bin:/bin", "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
            "ANSIBLE_ROLES_PATH": str(REPO / "roles"), "HOME": str(tmp), "LC_ALL": "C.UTF-8"}  # fmt: skip
     proc = subprocess.run(
@@ -54,18 +73,23 @@ def release(
     return doc
 
 
-def test_the_release_id_changes_with_the_lock_digest(tmp_path: Path) -> None:
-    a = release(tmp_path, "a" * 64)
-    b = release(tmp_path, "b" * 64)
-    again = release(tmp_path, "a" * 64)
+def test_the_release_id_changes_with_the_lock(tmp_path: Path) -> None:
+    a = release(tmp_path, "idna==3.10 --hash=sha256:aaaa\n")
+    b = release(tmp_path, "idna==3.11 --hash=sha256:bbbb\n")
+    again = release(tmp_path, "idna==3.10 --hash=sha256:aaaa\n")
     assert a["id"] != b["id"]
     assert a == again
-    assert a["dir"] == f"/opt/sglang/releases/{a['id']}"
+    # the probe (on the host) and the one rule (the filter, on the controller) name the same release
+    assert a["digest"] == hashlib.sha256(b"idna==3.10 --hash=sha256:aaaa\n").hexdigest()
+    assert (a["id"], b["id"]) == (a["rule"], b["rule"])
+    assert a["dir"] == f"/opt/sglang/releases/{a['id']}"  # the role's default releases dir
     assert not a["pending"]
     assert not b["pending"]
-    pending = release(tmp_path, "")
+    pending = release(tmp_path, None)
     assert pending["pending"]
+    assert pending["id"] == pending["rule"]
     assert pending["id"] not in (a["id"], b["id"])
     # a lock given on the controller (no host lock file): its digest is in the inputs already
-    given = release(tmp_path, "", lock_file="")
+    given = release(tmp_path, None, lock_file="")
     assert not given["pending"]
+    assert given["id"] == given["rule"]

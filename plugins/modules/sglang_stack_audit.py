@@ -4,13 +4,15 @@
 
 module: sglang.deploy.sglang_stack_audit (returns `probe`; SPEC is its `spec` option)
 SPEC: {"packages": [dpkg names], "uv": {"venv", "version"},
-       "current": path, "releases_dir": path,
-       "release": {"dir": path, "touched": [site-packages relative paths], "patched_dists": [names],
+       "current": path, "releases_dir": path, "lock": {"file": path, "inputs": {...}},
+       "release": {"dir": path (default: the release the lock names),
+                   "touched": [site-packages relative paths], "patched_dists": [names],
                    "records": "locked"|"patched"|"none", "write_state": bool, "full": bool}}
 The host part answers: system packages not installed, whether uv is installed at its pin, where
-`current` points, the release directories (depth 2). (The role's directories and files are its
-managed_state description, not this probe's.) The release part runs only for a release marked
-complete (<dir>/.complete); it checks:
+`current` points, the release directories (depth 2), and the release the lock names (the lock's
+sha256 and the release id of it and the inputs: the one rule of module_utils/release.py). (The
+role's directories and files are its managed_state description, not this probe's.) The release part
+runs only for a release marked complete (<dir>/.complete); it checks:
 
 * installed distributions + versions (the dist-info directories of the venv's site-packages) against
   the lock's `name==version` pins: missing, other version, not in the lock (extra);
@@ -58,11 +60,24 @@ options:
           version: {description: The pinned uv version., type: str}
       current: {description: The current release link., type: path}
       releases_dir: {description: The releases directory (listed to depth 2)., type: path}
+      lock:
+        description:
+          - The lock that names the release, read in the same round trip - C(file) (its sha256 is read
+            here; '' for a lock whose digest is in the inputs already) and C(inputs), what else defines
+            the release. The release id is the one rule of plugins/module_utils/release.py (the filter
+            sglang.deploy.release_id) over C(inputs) plus C(host_lock), the sha256 (empty when the file
+            does not exist yet); C(release.dir) defaults to O(spec.releases_dir)/<id>.
+        type: dict
+        suboptions:
+          file: {description: The lock on the host ('' = none)., type: path, default: ""}
+          inputs: {description: The release's other inputs., type: dict, default: {}}
       release:
         description: The release to audit.
         type: dict
         suboptions:
-          dir: {description: The release directory., type: path, required: true}
+          dir:
+            description: The release directory (default, with O(spec.lock), the release the lock names).
+            type: path
           touched:
             description: Site-packages relative paths the patch series touches.
             type: list
@@ -96,6 +111,17 @@ EXAMPLES = r"""
         dir: /opt/sglang/releases/0123456789ab
         records: patched
   register: __audit
+
+- name: Probe the host and audit the release its lock names (the id computed on the host, one round trip)
+  sglang.deploy.sglang_stack_audit:
+    spec:
+      current: /opt/sglang/current
+      releases_dir: /opt/sglang/releases
+      lock:
+        file: /opt/sglang/locks/aa7277a03575/requirements.lock
+        inputs: {sglang: 0.5.9, torch: 2.9.1+cu130}
+      release: {records: patched}
+  register: __probe  # __probe.probe.lock.release_id, __probe.probe.lock.sha256
 """
 
 RETURN = r"""probe: {description: The answers the docstring lists., returned: always, type: dict}"""
@@ -115,6 +141,7 @@ from ansible_collections.sglang.deploy.plugins.module_utils.host_state import (
     exit_with_probe,
     site_packages,
 )
+from ansible_collections.sglang.deploy.plugins.module_utils.release import release_id
 from ansible_collections.sglang.deploy.plugins.module_utils.uv_lock import canon, parse_lock
 
 CHUNK = 1 << 20
@@ -520,8 +547,24 @@ def probe(spec: dict[str, Any]) -> dict[str, Any]:
     if spec.get("releases_dir"):
         out["listing"] = listing(Path(spec["releases_dir"]))
     release = spec.get("release")
+    if spec.get("lock") is not None:
+        out["lock"] = named_release(spec["lock"], str(spec.get("releases_dir") or ""))
+        if release is not None and not release.get("dir"):
+            release = {**release, "dir": out["lock"]["dir"]}
     out["release"] = audit(release) if release and (Path(release["dir"]) / ".complete").is_file() else None
     return out
+
+
+def named_release(lock: dict[str, Any], releases_dir: str) -> dict[str, Any]:
+    """The release a lock names: the lock file's sha256 ('' when it does not exist yet) and the release id
+    of the inputs with it (``host_lock``; the inputs alone without a lock file), its directory."""
+    path = str(lock.get("file") or "")
+    inputs = dict(lock.get("inputs") or {})
+    sha256 = ""
+    if path and os.path.isfile(path):
+        sha256 = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    rid = release_id({**inputs, "host_lock": sha256} if path else inputs)
+    return {"file": path, "sha256": sha256, "release_id": rid, "dir": os.path.join(releases_dir, rid)}
 
 
 def main() -> None:
