@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import importlib
 import json
 import os
 import stat
@@ -22,6 +23,10 @@ from ansible.plugins.filter.core import to_json  # type: ignore[import-untyped]
 from modload import REPO, load_module
 
 ds = load_module("deploy_state_module", REPO / "plugins/modules/deploy_state.py")
+combination_rule = importlib.import_module(
+    "ansible_collections.sglang.deploy.plugins.module_utils.combination"
+)
+known_bad_filter = importlib.import_module("ansible_collections.sglang.deploy.plugins.filter.deploy_state")
 ARGV = ["--model-path", "/models/m", "--tp-size", "2", "--api-key", "${SGLANG_API_KEY}"]
 
 
@@ -212,6 +217,30 @@ def test_the_launch_combination_is_the_roles_earlier_jinja(host: dict[str, Any])
     assert ds.launch_combination(run, state.in_force())["env_sha256"] == "e" * 64
     files["nccl"].unlink()
     assert ds.launch_combination(launch, state.in_force())["env_sha256"] == "absent"
+
+
+def test_the_controller_known_bad_check_is_the_modules_own(host: dict[str, Any]) -> None:
+    """The filter sglang.deploy.deploy_state_known_bad (the known_bad entry point, on the controller, from
+    the status the run read when it took the lock) gives the module's combination and match."""
+    state, files = host["state"], host["files"]
+    launch = {
+        "argv": ["/opt/current/venv/bin/python", *ARGV],
+        "environment": {},
+        "env_file": str(files["nccl"]),
+    }
+    combination = ds.launch_combination(launch, state.in_force())
+    state.mark_bad(check=False, combination=combination, reason="gate failed at C=4")
+    status = state.status(None, None)
+    decided = combination_rule.known_bad(status, launch)
+    assert decided["combination"] == combination
+    assert decided["match"]["reason"] == "gate failed at C=4"
+    assert decided["match"] == state.status(None, combination)["known_bad_match"]
+    # another release (this run's) is another combination: no match
+    other = combination_rule.known_bad(status, {**launch, "release_id": "r2"})
+    assert other["combination"]["release_id"] == "r2"
+    assert other["match"] is None
+    filters = known_bad_filter.FilterModule().filters()
+    assert filters["deploy_state_known_bad"] is combination_rule.known_bad
 
 
 def test_switch_follows_the_same_rules_and_names_the_allowed(host: dict[str, Any]) -> None:

@@ -250,9 +250,12 @@ from pathlib import Path
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule  # type: ignore[import-untyped]
+from ansible_collections.sglang.deploy.plugins.module_utils.combination import (
+    known_bad_match,
+    normalized,
+    of_launch,
+)
 from ansible_collections.sglang.deploy.plugins.module_utils.managed_state import switch_link, write_atomic
-
-COMBINATION_KEYS = ("release_id", "launch_spec_sha256", "env_sha256")
 
 
 def _sha256(path: str) -> str:
@@ -441,22 +444,13 @@ def _running(service: str | None, link: str) -> dict[str, Any]:
     return out
 
 
-def _combination(value: dict[str, Any] | None) -> dict[str, str]:
-    return {k: str((value or {}).get(k, "")) for k in COMBINATION_KEYS}
-
-
 def launch_combination(launch: dict[str, Any], in_force: dict[str, Any]) -> dict[str, str]:
     """The combination a verdict judges, of ``launch`` (O(launch)) and the state in force (state_in_force):
-    this run's release and NCCL env digest first, the host's else. The launch spec's digest is that of
-    Ansible's ``{'argv': ..., 'environment': ...} | to_json | hash('sha256')`` (json.dumps' defaults)."""
-    spec = {"argv": list(launch["argv"]), "environment": launch.get("environment") or {}}
-    in_force_sha = {e["path"]: e.get("sha256") for e in in_force["entries"]}
-    env_file = str(launch.get("env_file") or "")
-    return {
-        "release_id": launch.get("release_id") or in_force["release"],
-        "launch_spec_sha256": hashlib.sha256(json.dumps(spec).encode()).hexdigest(),
-        "env_sha256": launch.get("env_sha256") or in_force_sha.get(env_file) or "absent",
-    }
+    the one computation of module_utils/combination.py (the filter deploy_state_known_bad's too)."""
+    combination: dict[str, str] = of_launch(
+        launch, in_force["release"], {e["path"]: e.get("sha256") for e in in_force["entries"]}
+    )
+    return combination
 
 
 class DeployState:
@@ -490,8 +484,7 @@ class DeployState:
         manifest = self.manifest()
         verified = _read_json(self.dir / "verified.json")
         known_bad = _read_json(self.dir / "known-bad.json") or []
-        want = _combination(combination) if combination else None
-        match = next((r for r in known_bad if want and _combination(r) == want), None)
+        match = known_bad_match(known_bad, combination)
         snap: dict[str, Any] = {"exists": manifest is not None}
         if manifest:
             snap.update({k: manifest.get(k) for k in ("digest", "release", "taken_at")})
@@ -638,7 +631,7 @@ class DeployState:
     def mark_good(self, check: bool, verdict: str, combination: dict[str, Any] | None = None) -> bool:
         now = self.in_force()
         old = _read_json(self.dir / "verified.json") or {}
-        good = _combination(combination) if combination else None
+        good = normalized(combination) if combination else None
         if old.get("digest") == now["digest"] and (good is None or old.get("combination") == good):
             return False
         if not check:
@@ -654,14 +647,14 @@ class DeployState:
 
     def mark_bad(self, check: bool, combination: dict[str, Any], reason: str) -> tuple[bool, str]:
         records = _read_json(self.dir / "known-bad.json") or []
-        want = _combination(combination)
+        want = normalized(combination)
         verified = _read_json(self.dir / "verified.json") or {}
         if verified.get("combination") == want:
             return False, (
                 "not recorded known-bad: it is the last good combination; the failure is not the "
                 f"combination's (verified good at {verified.get('at')})"
             )
-        if any(_combination(r) == want for r in records):
+        if any(normalized(r) == want for r in records):
             return False, "recorded known-bad already"
         if not check:
             _ensure_dir(self.dir)
