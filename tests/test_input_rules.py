@@ -76,13 +76,40 @@ def _nccl(**over: Any) -> dict[str, Any]:
     return v
 
 
+def _tasks(items: Any) -> list[dict[str, Any]]:
+    """Every task of a task list, those of blocks included (not the blocks)."""
+    found: list[dict[str, Any]] = []
+    for item in items or []:
+        if any(key in item for key in ("block", "rescue", "always")):
+            for key in ("block", "rescue", "always"):
+                found += _tasks(item.get(key))
+        else:
+            found.append(item)
+    return found
+
+
+CHECK = "sglang.deploy.validate_inputs"
+
+
 @pytest.mark.parametrize("role", MIGRATED)
 def test_each_migrated_role_validates_with_the_one_task(role: str) -> None:
-    tasks = yaml.safe_load((REPO / "roles" / role / "tasks" / "validate.yml").read_text())
-    assert tasks[-1] == {"name": "Check the inputs", "sglang.deploy.validate_inputs": {"role": role}}
-    # besides it, only the host facts a rule needs (cuda_toolkit's method choice reads the OS)
-    assert all("ansible.builtin.setup" in task for task in tasks[:-1]), tasks
+    """The role's entry point checks its inputs with the one validator's task, once: in its tasks/main.yml,
+    or in the tasks/validate.yml main.yml includes (cuda_toolkit: with the OS facts its method reads)."""
+    tasks_dir = REPO / "roles" / role / "tasks"
+    main = _tasks(yaml.safe_load((tasks_dir / "main.yml").read_text()))
+    validate = tasks_dir / "validate.yml"
+    checks = [t for t in main if CHECK in t]
+    if not checks:
+        assert any(t.get("ansible.builtin.include_tasks", {}).get("file") == "validate.yml" for t in main), role
+        checks = [t for t in _tasks(yaml.safe_load(validate.read_text())) if CHECK in t]
+    assert [t[CHECK] for t in checks] == [{"role": role}], role
     assert validate_inputs.rules_of(role) is not None
+    if validate.is_file():
+        # preflight's check of the later roles includes it: the same task, besides it only the host facts
+        # a rule needs (cuda_toolkit's method choice reads the OS)
+        tasks = yaml.safe_load(validate.read_text())
+        assert tasks[-1] == {"name": "Check the inputs", CHECK: {"role": role}}
+        assert all("ansible.builtin.setup" in task for task in tasks[:-1]), tasks
 
 
 def test_the_string_rule_runs_once_in_the_action_not_in_a_role() -> None:
@@ -95,9 +122,14 @@ def test_the_string_rule_runs_once_in_the_action_not_in_a_role() -> None:
 
 
 def test_every_role_with_input_rules_is_migrated() -> None:
-    """Every role's validate.yml is the one validator's task: no Jinja assert loop is left."""
+    """Every role's validate.yml is the one validator's task (no Jinja assert loop is left), and it is there
+    for each role preflight checks before any change (preflight_validate_roles, and the router's)."""
     roles = sorted(p.parent.parent.name for p in (REPO / "roles").glob("*/tasks/validate.yml"))
-    assert roles == sorted(MIGRATED)
+    defaults = yaml.safe_load((REPO / "roles/preflight/defaults/main.yml").read_text())
+    assert roles == sorted([*defaults["preflight_validate_roles"], "sglang_router"])
+    assert set(roles) <= set(MIGRATED)
+    rules = sorted(p.stem for p in (REPO / "plugins/plugin_utils/input_rules").glob("*.py") if p.stem != "__init__")
+    assert rules == sorted(MIGRATED)
 
 
 def test_nccl_env_defaults_pass() -> None:
