@@ -319,10 +319,14 @@ def test_release_id_is_one_rule_stable_and_input_sensitive() -> None:
 
 
 def test_the_roles_name_their_releases_through_the_one_rule() -> None:
-    """Neither role hashes its own way: the stack's and the router's ids go through release_id."""
+    """Neither role hashes its own way: the stack's and the router's ids go through release_id (the
+    stack's on the host, by its probe: module_utils/release.py's release_id, the filter's function)."""
     stack = (REPO / "roles/sglang_stack/vars/main.yml").read_text()
     router = (REPO / "roles/sglang_router/vars/main.yml").read_text()
-    assert "| sglang.deploy.release_id }}" in stack
+    probe = (REPO / "plugins/modules/sglang_stack_audit.py").read_text()
+    assert '__sglang_stack_release_id: "{{ __sglang_stack_probe_run.probe.lock.release_id }}"' in stack
+    assert "from ansible_collections.sglang.deploy.plugins.module_utils.release import release_id" in probe
+    assert "rid = release_id(" in probe
     rule = "{'router_lock_sha256': __sglang_router_lock | hash('sha256')} | sglang.deploy.release_id"
     assert rule in router
     for text in (stack, router):
