@@ -100,7 +100,8 @@ def test_each_migrated_role_validates_with_the_one_task(role: str) -> None:
     validate = tasks_dir / "validate.yml"
     checks = [t for t in main if CHECK in t]
     if not checks:
-        assert any(t.get("ansible.builtin.include_tasks", {}).get("file") == "validate.yml" for t in main), role
+        includes = [t.get("ansible.builtin.include_tasks", {}).get("file") for t in main]
+        assert "validate.yml" in includes, role
         checks = [t for t in _tasks(yaml.safe_load(validate.read_text())) if CHECK in t]
     assert [t[CHECK] for t in checks] == [{"role": role}], role
     assert validate_inputs.rules_of(role) is not None
@@ -128,7 +129,8 @@ def test_every_role_with_input_rules_is_migrated() -> None:
     defaults = yaml.safe_load((REPO / "roles/preflight/defaults/main.yml").read_text())
     assert roles == sorted([*defaults["preflight_validate_roles"], "sglang_router"])
     assert set(roles) <= set(MIGRATED)
-    rules = sorted(p.stem for p in (REPO / "plugins/plugin_utils/input_rules").glob("*.py") if p.stem != "__init__")
+    rule_files = (REPO / "plugins/plugin_utils/input_rules").glob("*.py")
+    rules = sorted(p.stem for p in rule_files if p.stem != "__init__")
     assert rules == sorted(MIGRATED)
 
 
