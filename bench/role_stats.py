@@ -7,6 +7,8 @@ Columns (one row per role, then the playbooks, then the total):
 - tasks: every task of the role's tasks/ and handlers/ files, loaded as YAML (the tasks inside
   block/rescue/always counted one by one; a block itself is no task). Files no task list reaches
   (vars/, molecule/) are not counted here.
+- files: those task files (tasks/ and handlers/; the playbooks row: the task files its plays include,
+  playbooks/tasks/).
 - book%: the share of those tasks whose action is set_fact, assert, debug, include_* / import_*
   (tasks, role, vars, playbook), meta or fail, the bookkeeping around the tasks that do something
   on a host; the next columns split it (set_fact, assert+fail, debug, include/import, meta).
@@ -171,7 +173,7 @@ def with_module_utils(repo: Path, files: set[Path]) -> set[Path]:
 
 def role_row(repo: Path, role: Path, index: dict[str, set[Path]]) -> tuple[dict[str, Any], set[Path]]:
     task_files = [p for sub in ("tasks", "handlers") if (role / sub).is_dir() for p in yaml_files(role / sub)]
-    counts = count_tasks(task_files)
+    counts = {**count_tasks(task_files), "files": len(task_files)}
     own_yaml = [p for p in yaml_files(role) if "molecule" not in p.relative_to(role).parts]
     mol_yaml = list(yaml_files(role / "molecule")) if (role / "molecule").is_dir() else []
     py_all = sorted(role.rglob("*.py"))
@@ -217,7 +219,9 @@ def stats(repo: Path) -> list[dict[str, Any]]:
         every_py |= runtime
     books = [repo / "site.yml", *yaml_files(repo / "playbooks")]
     books = [p for p in books if p.is_file() and not p.is_symlink()]
-    play = {"tasks": 0, **dict.fromkeys(BOOKKEEPING, 0)}
+    plays_dir = repo / "playbooks" / "tasks"
+    included = list(yaml_files(plays_dir)) if plays_dir.is_dir() else []
+    play = {"tasks": 0, **dict.fromkeys(BOOKKEEPING, 0), "files": len(included)}
     for task in playbook_tasks(books):
         play["tasks"] += 1
         action = action_of(task)
@@ -227,7 +231,7 @@ def stats(repo: Path) -> list[dict[str, Any]]:
     rows.append({"role": "(playbooks)", **play, "yaml": sum(map(lines, books)), "yaml_mol": 0,
                  "py": 0, "py_test": 0, "py_files": []})  # fmt: skip
     total: dict[str, Any] = {"role": "TOTAL"}
-    for key in ("tasks", *BOOKKEEPING, "yaml", "yaml_mol", "py_test"):
+    for key in ("tasks", "files", *BOOKKEEPING, "yaml", "yaml_mol", "py_test"):
         total[key] = sum(int(r[key]) for r in rows)
     total["py"] = sum(map(lines, every_py))  # each file once
     total["py_files"] = []
@@ -236,11 +240,11 @@ def stats(repo: Path) -> list[dict[str, Any]]:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    head = ("role", "tasks", "book%", "set_fact", "assert/fail", "debug", "include", "meta", "yaml",
+    head = ("role", "tasks", "files", "book%", "set_fact", "assert/fail", "debug", "include", "meta", "yaml",
             "yaml_mol", "py", "py_test")  # fmt: skip
     body = [
-        (r["role"], r["tasks"], share(r), r["set_fact"], r["assert"], r["debug"], r["include"], r["meta"],
-         r["yaml"], r["yaml_mol"], r["py"], r["py_test"])
+        (r["role"], r["tasks"], r["files"], share(r), r["set_fact"], r["assert"], r["debug"], r["include"],
+         r["meta"], r["yaml"], r["yaml_mol"], r["py"], r["py_test"])
         for r in rows
     ]  # fmt: skip
     widths = [max(len(str(x)) for x in col) for col in zip(head, *body, strict=True)]

@@ -74,6 +74,7 @@ def test_counts_on_a_made_up_checkout(tmp_path: Path) -> None:
     rows = {row["role"]: row for row in load().stats(tmp_path)}
     demo = rows["demo"]
     assert demo["tasks"] == 6  # the block's children, not the block
+    assert demo["files"] == 1
     assert (demo["set_fact"], demo["assert"], demo["include"], demo["debug"]) == (1, 2, 1, 0)
     assert demo["yaml"] == len(TASKS.splitlines())
     assert demo["yaml_mol"] == 3
