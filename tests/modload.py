@@ -30,6 +30,18 @@ def load_module(name: str, path: Path) -> ModuleType:
     return module
 
 
+def iter_tasks(items: Any) -> list[dict[str, Any]]:
+    """Every task of a task list, those of block/rescue/always included (not the blocks)."""
+    found: list[dict[str, Any]] = []
+    for item in items or []:
+        if any(key in item for key in ("block", "rescue", "always")):
+            for key in ("block", "rescue", "always"):
+                found += iter_tasks(item.get(key))
+        else:
+            found.append(item)
+    return found
+
+
 def local_ansible_env() -> dict[str, str]:
     """The environment of an ansible-playbook run on the controller by a test: this repository's
     ansible.cfg, the default stdout callback, the prefork callback, no colour, a UTF-8 locale."""

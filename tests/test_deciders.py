@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
-from modload import REPO, load_module
+from modload import REPO, iter_tasks, load_module
 from test_launch_spec import cfg as launch_cfg
 
 launch_spec = load_module("launch_spec_deciders", REPO / "plugins/module_utils/launch_spec.py")
@@ -73,16 +73,6 @@ def test_nccl_env_interconnect_overrides_the_detected_class_in_the_launch_spec()
 def test_bad_nccl_env_interconnect_is_named() -> None:
     res = launch_spec.resolve(_launch_cfg(interconnect="nvlink", nccl_interconnect="infiniband"))
     assert any("nccl_env_interconnect='infiniband'" in e for e in res["errors"]), res["errors"]
-
-
-def iter_tasks(items: Any) -> Any:
-    """Every task of a task list, the tasks of blocks included (not the blocks)."""
-    for item in items or []:
-        if any(key in item for key in ("block", "rescue", "always")):
-            for key in ("block", "rescue", "always"):
-                yield from iter_tasks(item.get(key))
-        else:
-            yield item
 
 
 def test_preflight_export_takes_the_profile_from_the_one_decider() -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
-from modload import REPO  # puts the checkout on sys.path as the collection
+from modload import REPO, iter_tasks  # puts the checkout on sys.path as the collection
 
 _FQCN = "ansible_collections.sglang.deploy.plugins."
 validate_inputs = importlib.import_module(_FQCN + "action.validate_inputs")
@@ -76,18 +76,6 @@ def _nccl(**over: Any) -> dict[str, Any]:
     return v
 
 
-def _tasks(items: Any) -> list[dict[str, Any]]:
-    """Every task of a task list, those of blocks included (not the blocks)."""
-    found: list[dict[str, Any]] = []
-    for item in items or []:
-        if any(key in item for key in ("block", "rescue", "always")):
-            for key in ("block", "rescue", "always"):
-                found += _tasks(item.get(key))
-        else:
-            found.append(item)
-    return found
-
-
 CHECK = "sglang.deploy.validate_inputs"
 
 
@@ -96,13 +84,13 @@ def test_each_migrated_role_validates_with_the_one_task(role: str) -> None:
     """The role's entry point checks its inputs with the one validator's task, once: in its tasks/main.yml,
     or in the tasks/validate.yml main.yml includes (cuda_toolkit: with the OS facts its method reads)."""
     tasks_dir = REPO / "roles" / role / "tasks"
-    main = _tasks(yaml.safe_load((tasks_dir / "main.yml").read_text()))
+    main = iter_tasks(yaml.safe_load((tasks_dir / "main.yml").read_text()))
     validate = tasks_dir / "validate.yml"
     checks = [t for t in main if CHECK in t]
     if not checks:
         includes = [t.get("ansible.builtin.include_tasks", {}).get("file") for t in main]
         assert "validate.yml" in includes, role
-        checks = [t for t in _tasks(yaml.safe_load(validate.read_text())) if CHECK in t]
+        checks = [t for t in iter_tasks(yaml.safe_load(validate.read_text())) if CHECK in t]
     assert [t[CHECK] for t in checks] == [{"role": role}], role
     assert validate_inputs.rules_of(role) is not None
     if validate.is_file():
