@@ -20,10 +20,11 @@ from _pytest.nodeid import NodeId
 from e2e_lab import INSTALLED_CALLBACKS, LAB_HOST, LAB_OVERRIDDEN, cli, lab_inventory, playbook, summary
 from fleet_lab import (
     KEEP_ENV,
+    REQUIRED_ENV,
     await_replica_image,
     build_replica_image,
+    publish_no_room,
     publish_replica_image,
-    publish_skip,
     remove_replica_image,
     replica_image_from_env,
     room_for_image,
@@ -226,8 +227,9 @@ def converged_lab(lab: None, tmp_path_factory: pytest.TempPathFactory, worker_id
     too, that converged host is then the fleet's seed replica (fleet_lab.build_replica_image: committed
     before any test changes it, then rebased on the image - the host rebooted, the stack stored once -
     and the tag published for the fleet's worker), when docker's storage has room
-    for the image beside the other lanes (fleet_lab.room_for_image; else the fleet's tests skip, saying
-    why)."""
+    for the image beside the other lanes (fleet_lab.room_for_image, which waits a while for the other
+    lanes to give disk back; else the fleet's tests skip, saying why, or fail with
+    SGLANG_E2E_FLEET_REQUIRED=1: scripts/test's SGLANG_TEST_FLEET=required, which .ci/run sets)."""
     if LAB_OVERRIDDEN:
         inventory = lab_inventory(Path(tmp_path_factory.mktemp("lab-inventory")))
         run = playbook("-i", str(inventory), "site.yml")
@@ -240,9 +242,9 @@ def converged_lab(lab: None, tmp_path_factory: pytest.TempPathFactory, worker_id
                 return build_replica_image(seed_tmp, seed=LAB_HOST)
 
             no_room = room_for_image(LAB_HOST) if run.returncode == 0 else ""
-            if no_room:  # the fleet's tests skip, saying why; the verify lab goes on
+            if no_room:  # the fleet's tests skip (fail when required), saying why; the verify lab goes on
                 print(no_room)
-                publish_skip(shared, no_room)
+                publish_no_room(shared, no_room, required=os.environ.get(REQUIRED_ENV) == "1")
             else:
                 publish_replica_image(shared, build)
         assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-3000:]

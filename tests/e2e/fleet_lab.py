@@ -51,6 +51,8 @@ __all__ = ["ROUTER_PROM_PORT", "Fleet", "double_vars", "make_fleet", "remove_fle
 
 IMAGE_ENV = "SGLANG_E2E_FLEET_IMAGE"
 KEEP_ENV = "SGLANG_E2E_KEEP_FLEET_IMAGE"
+# set by scripts/test for SGLANG_TEST_FLEET=required (.ci/run): no room for the image fails the fleet's tests
+REQUIRED_ENV = "SGLANG_E2E_FLEET_REQUIRED"
 IMAGE_TAG = "sglang-deploy/fleet-replica:e2e"
 SEED = "sglang-lab-fleet-seed"
 ROUTER_KEY = "Fleet-E2E-Router-Key-0123456789abcdef"  # test-only value (the fleet's inventory)
@@ -81,15 +83,23 @@ def _commit(seed: Path | str, tmp: Path) -> None:
     """The double and the tokenizer onto ``seed`` (a converged lab host), then ``seed`` committed to
     IMAGE_TAG with its unit disabled: a replica made from the image must not start the real launcher
     at boot (no GPU: SGLang's import and a failure, five times over, on every replica), its first
-    `up` enables it with the double."""
+    `up` enables it with the double. A commit that fails enables the seed's unit again (the verify
+    lab's host goes on as it was); after one that succeeds, _rebase replaces the verify lab's host by a
+    container of the image and enables it there, and build_replica_image's own seed is removed."""
     name = str(seed)
     double = playbook("-i", str(_seed_inventory(tmp, name)), "playbooks/lab/install_double.yml")
     assert double.returncode == 0, double.stdout[-6000:]
     docker("exec", name, "systemctl", "disable", "--quiet", "sglang-kimi.service", timeout=120)
     try:
         docker("commit", "--message", "sglang-deploy e2e: a converged replica", name, IMAGE_TAG, timeout=1800)
-    finally:
-        docker("exec", name, "systemctl", "enable", "--quiet", "sglang-kimi.service", timeout=120)
+    except BaseException:  # no image: the seed goes on as it was (the verify lab's host keeps its tests)
+        subprocess.run(
+            ["docker", "exec", name, "systemctl", "enable", "--quiet", "sglang-kimi.service"],
+            capture_output=True,
+            check=False,
+            timeout=120,
+        )
+        raise
 
 
 def _rebase(seed: str) -> None:
@@ -131,27 +141,60 @@ def build_replica_image(tmp: Path, seed: str = "") -> str:
 # minutes later, so only the commit's window needs the room. The measured peaks and the runs the check
 # skipped: bench/results/make-test-history.md.
 DISK_MARGIN_BYTES = 13 * 1024**3
+# How long the check waits for the other lanes to give disk back (a molecule scenario destroyed, a lab
+# host removed) before it gives up (SGLANG_TEST_FLEET_WAIT_S), and how often it looks
+ROOM_WAIT_ENV = "SGLANG_TEST_FLEET_WAIT_S"
+ROOM_WAIT_S = 1200.0
+ROOM_POLL_S = 30.0
 
 
-def room_for_image(seed: str) -> str:
-    """'' when docker's storage has room for an image of ``seed`` beside the other lanes (its writable
-    layer + DISK_MARGIN_BYTES free), else why not (a disk that fills up fails every lane at once)."""
-    size = int(docker("inspect", "--size", "--format", "{{.SizeRw}}", seed, timeout=600).stdout.strip() or 0)
-    root = docker("info", "--format", "{{.DockerRootDir}}").stdout.strip() or "/var/lib/docker"
-    free = shutil.disk_usage(root).free
-    if free >= size + DISK_MARGIN_BYTES:
+def room_shortfall(free: int, size: int, margin: int = DISK_MARGIN_BYTES) -> str:
+    """'' when ``free`` bytes hold an image of ``size`` bytes and ``margin`` beside it, else why not."""
+    if free >= size + margin:
         return ""
     gib = 1024**3
     return (
-        f"no room for the fleet's replica image beside the other lanes: {free / gib:.1f} GiB free in {root}, "
-        f"{(size + DISK_MARGIN_BYTES) / gib:.1f} GiB needed (the seed {seed}'s {size / gib:.1f} GiB + "
-        f"{DISK_MARGIN_BYTES / gib:.0f} GiB for the lanes that run meanwhile)"
+        f"{free / gib:.1f} GiB free, {(size + margin) / gib:.1f} GiB needed (the seed's "
+        f"{size / gib:.1f} GiB + {margin / gib:.0f} GiB for the lanes that run meanwhile)"
     )
 
 
-def publish_skip(shared: Path, why: str) -> None:
-    """Tell the worker waiting in await_replica_image that there is no image, and why (it skips)."""
-    (shared / "replica-image.skip").write_text(why)
+def room_for_image(
+    seed: str,
+    wait_s: float | None = None,
+    poll_s: float = ROOM_POLL_S,
+    free_bytes: Callable[[str], int] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> str:
+    """'' when docker's storage has room for an image of ``seed`` beside the other lanes (its writable
+    layer + DISK_MARGIN_BYTES free), else why not (a disk that fills up fails every lane at once). Short
+    of room, it looks again every ``poll_s`` for up to ``wait_s`` (default: SGLANG_TEST_FLEET_WAIT_S,
+    else ROOM_WAIT_S): the other lanes give their disk back as their scenarios and hosts end."""
+    size = int(docker("inspect", "--size", "--format", "{{.SizeRw}}", seed, timeout=600).stdout.strip() or 0)
+    root = docker("info", "--format", "{{.DockerRootDir}}").stdout.strip() or "/var/lib/docker"
+    free_of = free_bytes or (lambda path: shutil.disk_usage(path).free)
+    wait = float(os.environ.get(ROOM_WAIT_ENV, ROOM_WAIT_S)) if wait_s is None else wait_s
+    started = time.monotonic()
+    while why := room_shortfall(free_of(root), size):
+        waited = time.monotonic() - started
+        if waited + poll_s > wait:
+            return (
+                f"no room for the fleet's replica image beside the other lanes in {root}: {why}; "
+                f"waited {waited:.0f} s of {wait:.0f} s ({ROOM_WAIT_ENV}) for the other lanes to give "
+                "disk back"
+            )
+        sleep(poll_s)
+    return ""
+
+
+def publish_no_room(shared: Path, why: str, required: bool) -> None:
+    """Tell the worker waiting in await_replica_image that there is no image, and why: its tests skip,
+    or fail when the fleet is ``required`` (scripts/test under CI: a passing run then proves the roll
+    ran)."""
+    if required:
+        (shared / "replica-image.error").write_text(f"the fleet is required ({REQUIRED_ENV}=1): {why}")
+    else:
+        (shared / "replica-image.skip").write_text(why)
 
 
 def publish_replica_image(shared: Path, build: Callable[[], str]) -> str:
@@ -169,7 +212,8 @@ def publish_replica_image(shared: Path, build: Callable[[], str]) -> str:
 
 def await_replica_image(shared: Path, timeout_s: float = 5400) -> str:
     """The tag another worker published in ``shared`` (publish_replica_image); fails with its error,
-    or after ``timeout_s``; skips the fleet's tests, saying why, when it published no room (publish_skip)."""
+    or after ``timeout_s``; skips the fleet's tests, saying why, when it published no room
+    (publish_no_room)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if (shared / "replica-image.tag").is_file():
