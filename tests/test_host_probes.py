@@ -155,7 +155,7 @@ def test_foreign_dropins_on_a_real_unit_path_tree(tmp_path: Path) -> None:
 
 # --- the running process (sglang_service_probe's `process`): real child processes, real /proc -------
 
-host_state = load_module("host_state", REPO / "plugins/module_utils/host_state.py")
+probe = load_module("probe", REPO / "plugins/module_utils/probe.py")
 TEST_SECRET = "ProbeTestSecret-0123456789abcdef"  # test-only value
 
 
@@ -184,13 +184,13 @@ def test_env_file_is_parsed_never_sourced() -> None:
         "# comment\n; also a comment\n\nNCCL_PROTO=LL\n  NCCL_ALGO = Ring \nQUOTED=\"a b\"\nSINGLE='x'\n"
         "NOT A NAME=1\nno_equals\nNCCL_PROTO=Simple\nSUB=$(touch /tmp/x)\n"
     )
-    assert host_state.parse_env_file(text) == {
+    assert probe.parse_env_file(text) == {
         "NCCL_PROTO": "Simple", "NCCL_ALGO": "Ring", "QUOTED": "a b", "SINGLE": "x", "SUB": "$(touch /tmp/x)",
     }  # fmt: skip
 
 
 def test_argv_words_systemd_expands_are_wildcards_or_their_wanted_value() -> None:
-    match = host_state.argv_word_matches
+    match = probe.argv_word_matches
     assert match("${SGLANG_API_KEY}", TEST_SECRET, {"SGLANG_API_KEY": TEST_SECRET})
     assert not match("${SGLANG_API_KEY}", "OtherKey-0123456789", {"SGLANG_API_KEY": TEST_SECRET})
     assert match("${SGLANG_API_KEY}", "anything", {})  # value not known here: any word
@@ -198,7 +198,7 @@ def test_argv_words_systemd_expands_are_wildcards_or_their_wanted_value() -> Non
     assert not match("%d/api-key", "/run/credentials/sglang-kimi.service/other", {})
     assert match("${SGLANG_API_KEY}", "${SGLANG_API_KEY}", {"SGLANG_API_KEY": TEST_SECRET})  # quoted $$
     assert not match("--tp-size", "--tp-size=8", {})
-    masked = host_state.mask_argv(
+    masked = probe.mask_argv(
         ["py", "--api-key", TEST_SECRET, "--hf-token=abc", "--tokenizer-path", "/m", "-x", f"x{TEST_SECRET}"],
         ["py", "--api-key", "${SGLANG_API_KEY}"],
         {"SGLANG_API_KEY": TEST_SECRET},
@@ -223,7 +223,7 @@ def test_process_compare_of_a_real_child(tmp_path: Path) -> None:
     child = subprocess.Popen([exe, "-c", "sleep 60; :", "--api-key", TEST_SECRET], env=env, cwd=tmp_path)
     try:
         _wait_for_exec(child, exe)
-        proc = host_state.read_process(child.pid)
+        proc = probe.read_process(child.pid)
         assert proc["argv"] == [exe, "-c", "sleep 60; :", "--api-key", TEST_SECRET]
         assert proc["environ"] == env
         assert proc["cwd"] == str(tmp_path)
@@ -239,7 +239,7 @@ def test_process_compare_of_a_real_child(tmp_path: Path) -> None:
                 "want_argv": unit_argv, "want_env": {**file_env, **key_env}, "prefixes": ["NCCL_", "SGLANG_"],
                 "want_release": str(root / "releases" / "r1"), "root": str(root),
             }  # fmt: skip
-            result: dict[str, Any] = host_state.compare_process(proc, **(args | over))
+            result: dict[str, Any] = probe.compare_process(proc, **(args | over))
             assert TEST_SECRET not in json.dumps(result), result  # never a secret, masked or compared only
             return result
 
@@ -295,10 +295,10 @@ def test_process_release_from_mapped_files(tmp_path: Path) -> None:
         assert child.stdout.readline() == b"ready\n"
         (root / "current").unlink()
         (root / "current").symlink_to(root / "releases" / "r2")
-        proc = host_state.read_process(child.pid)
+        proc = probe.read_process(child.pid)
         assert str(lib) in proc["mapped"]
-        assert host_state.process_release(proc, str(root)) == str(root / "releases" / "r1")
-        assert host_state.process_release(proc, str(tmp_path / "elsewhere")) == ""
+        assert probe.process_release(proc, str(root)) == str(root / "releases" / "r1")
+        assert probe.process_release(proc, str(tmp_path / "elsewhere")) == ""
     finally:
         child.kill()
         child.wait()
@@ -316,7 +316,7 @@ def test_process_of_another_user_is_read_as_its_owner(tmp_path: Path) -> None:
     )  # fmt: skip
     try:
         _wait_for_exec(child, exe)
-        environ, maps, real_exe, cwd = host_state.read_process_as_owner(child.pid)
+        environ, maps, real_exe, cwd = probe.read_process_as_owner(child.pid)
         assert environ == b"NCCL_P2P_LEVEL=SYS\0"
         assert real_exe == os.path.realpath(exe)
         assert cwd == "/"

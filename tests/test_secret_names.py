@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from ansible_collections.sglang.deploy.plugins.module_utils import host_state, verify_gate, verify_scrub
+from ansible_collections.sglang.deploy.plugins.module_utils import probe, verify_gate, verify_scrub
 from ansible_collections.sglang.deploy.plugins.module_utils import secret_names as rule
 from modload import REPO
 
@@ -52,7 +52,7 @@ def test_fields_are_the_text_words_a_credential_field_names_one() -> None:
 
 def test_one_mask() -> None:
     assert verify_scrub.MASK is rule.MASK
-    assert host_state.MASK is rule.MASK
+    assert probe.MASK is rule.MASK
     assert redact.MASK == rule.MASK
     assert redact.SECRET_NAME.pattern == rule.SECRET_NAME.pattern
 
@@ -60,7 +60,7 @@ def test_one_mask() -> None:
 def test_process_argv_masking_follows_the_rule() -> None:
     argv = ["py", "--ssh-pass", "pw", "--max-total-tokens", "4096", "--db-password=x"]
     argv += ["--tokenizer-path", "/m"]
-    assert host_state.mask_argv(argv, [], {}) == [
+    assert probe.mask_argv(argv, [], {}) == [
         "py", "--ssh-pass", rule.MASK, "--max-total-tokens", "4096", f"--db-password={rule.MASK}",
         "--tokenizer-path", "/m",
     ]  # fmt: skip

@@ -1,5 +1,5 @@
 """A role's host state as one data structure, compared and applied in one pass (module
-sglang.deploy.managed_state; plain Python on top of host_state's helpers: tests load it by path).
+sglang.deploy.managed_state; plain Python on top of probe.py's helpers: tests load it by path).
 
 `run(state, check=...)` first computes, for every item, what differs on the host (`why`), then, unless
 `check`, applies exactly those differences. The same code path answers a check-mode run (what a real
@@ -37,7 +37,7 @@ import tempfile
 from collections.abc import Callable
 from typing import Any
 
-from ansible_collections.sglang.deploy.plugins.module_utils.host_state import name_of, owner_mode
+from ansible_collections.sglang.deploy.plugins.module_utils.probe import name_of, owner_mode
 
 KINDS = ("groups", "users", "directories", "files", "links", "absent", "units")
 KEYS = (*KINDS, "prune")

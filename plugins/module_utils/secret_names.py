@@ -3,7 +3,7 @@
 Used by the CLI (src/sglang_deploy/redact.py loads this file: plugins cannot import src/, so the rule
 lives here and the CLI imports it) and by the collection's plugins (the host lock's recorded command,
 plugins/module_utils/host_lock.py; the input checks' messages, text_checks.py; the benchmark
-scrubber, verify_scrub.py; the running process' argv and environment, host_state.py; the launch-spec
+scrubber, verify_scrub.py; the running process' argv and environment, probe.py; the launch-spec
 hash, verify_gate.py). One rule, so a name the CLI masks is masked in the lock record, in preflight's
 messages and in verify's records too.
 

@@ -75,7 +75,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.sglang.deploy.plugins.module_utils.host_state import (
+from ansible_collections.sglang.deploy.plugins.module_utils.probe import (
     exit_with_probe,
     sha256,
     site_packages,

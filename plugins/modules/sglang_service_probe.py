@@ -115,7 +115,7 @@ import stat
 import subprocess
 from typing import Any
 
-from ansible_collections.sglang.deploy.plugins.module_utils.host_state import (
+from ansible_collections.sglang.deploy.plugins.module_utils.probe import (
     compare_process,
     exit_with_probe,
     parse_env_file,

@@ -137,7 +137,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.sglang.deploy.plugins.module_utils.host_state import (
+from ansible_collections.sglang.deploy.plugins.module_utils.probe import (
     exit_with_probe,
     site_packages,
 )
