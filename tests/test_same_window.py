@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import math
 import random
+import subprocess
+import sys
 
 import pytest
 from modload import REPO, load_module
@@ -502,3 +504,22 @@ def test_the_plan_records_the_seed_its_order_was_drawn_with() -> None:
     drawn = sw_filters.verify_same_window_plan([1, 4], 3, "", 8)
     assert 0 <= drawn["seed"] < 999999999
     assert drawn["order"][1:] == same_window.run_order([1, 4], 3, drawn["seed"], "A")
+
+
+def test_loading_the_filter_file_does_not_import_scipy() -> None:
+    """ansible-core's Jinja loader imports the collection's filter files one by one until one defines
+    the filter a task names, in every ansible worker: loading plugins/filter/same_window.py must not
+    import scipy (0.65 s of CPU per worker); the first decision does."""
+    code = (
+        "import sys\n"
+        "import ansible_collections.sglang.deploy.plugins.filter.same_window as f\n"
+        "assert 'scipy' not in sys.modules, 'loading the filter file imported scipy'\n"
+        "f.FilterModule().filters()\n"
+        "assert 'scipy' not in sys.modules, 'listing the filters imported scipy'\n"
+        "from ansible_collections.sglang.deploy.plugins.plugin_utils import same_window as sw\n"
+        "sw.decide({4: [(100.0, 100.5), (101.0, 100.0), (99.0, 99.2)]}, 0.05, max_pairs=10)\n"
+        "assert 'scipy.stats' in sys.modules, 'the decision ran without scipy'\n"
+    )
+    env = {"PYTHONPATH": str(REPO / ".collections"), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]

@@ -27,14 +27,24 @@ import math
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, Literal
 
-try:
-    from scipy import stats
 
-    SCIPY_ERROR: ImportError | None = None
-except ImportError as error:  # a controller without scipy (the sglang-deploy package requires it)
-    SCIPY_ERROR = error
+def scipy_stats(needed_by: str) -> ModuleType:
+    """scipy.stats, imported at the first decision, not with this file: ansible-core's Jinja loader
+    finds a collection filter by importing the filter files one by one until one defines the name, so
+    every ansible worker that resolves a sglang.deploy filter defined after plugins/filter/same_window.py
+    (alphabetically: the verify role's, the service's, the stack's) imported this file, and scipy's
+    import was 0.65 s of CPU in each (a no-op site.yml run of the installed collection without the
+    prefork callback: 28 CPU-s, 9.4 with it). A controller without scipy (the sglang-deploy package
+    requires it) fails the decision that needs it, naming ``needed_by``."""
+    try:
+        from scipy import stats  # noqa: PLC0415 - see the docstring
+    except ImportError as error:
+        raise RuntimeError(f"{needed_by} needs scipy on the controller: {error}") from error
+    return stats
+
 
 Decision = Literal["pass", "fail", "more", "inconclusive"]
 ALPHA = 0.05
@@ -113,6 +123,7 @@ def one_sided(
     n - 2g - 1 degrees of freedom), so that one disturbed repetition (measured on the lab: one arm-B
     run at C=4 11 % under five others within 0.7 %) cannot hold a level undecided to the cap. Identical
     differences have no spread: the centre decides outright."""
+    stats = scipy_stats("the same-window verdict")
     n, g = len(diffs), trimmed(len(diffs))
     cut = g / n + 1e-12 if g else 0.0  # scipy counts int(cut x n) values off each end: exactly g
     centre = float(stats.trim_mean(diffs, cut)) if g else math.fsum(diffs) / n
@@ -152,8 +163,7 @@ def decide(
 ) -> Verdict:
     """The verdict over all levels. ``pairs``: {concurrency level: [(A tok/s, B tok/s), ...]} in the
     order they ran; ``shortfall``: the allowed fraction B may fall short of A (0.05 = 5 %)."""
-    if SCIPY_ERROR is not None:
-        raise RuntimeError(f"the same-window verdict needs scipy on the controller: {SCIPY_ERROR}")
+    scipy_stats("the same-window verdict")
     if not pairs:
         raise PairError("no level to judge")
     if not 0.0 < shortfall < 1.0:
@@ -213,8 +223,7 @@ def fail_power(spread: float, pairs: int, shortfall: float, detect: float, alpha
     """The probability that ``decide`` fails a level whose true ratio B/A is 1 - ``detect``, from
     ``pairs`` pairs with paired spread ``spread`` (log scale): the paired t-test's power, from the
     noncentral t distribution (scipy.stats.nct)."""
-    if SCIPY_ERROR is not None:
-        raise RuntimeError(f"the calibration needs scipy on the controller: {SCIPY_ERROR}")
+    stats = scipy_stats("the calibration")
     if pairs < MIN_PAIRS or spread <= 0.0:
         raise PairError(f"fail_power needs at least {MIN_PAIRS} pairs and a positive spread")
     df = pairs - 1
@@ -241,8 +250,7 @@ def calibrate(
     from the measured ones that ``decide`` failed (an identical release, judged as the gate judges). The
     resampling keeps the measured pairs' own mean: an order effect of the host (the second arm always a
     little faster or slower) is part of the rate, as it is part of every real pair."""
-    if SCIPY_ERROR is not None:
-        raise RuntimeError(f"the calibration needs scipy on the controller: {SCIPY_ERROR}")
+    stats = scipy_stats("the calibration")
     if not 0.0 < shortfall < detect < 1.0:
         raise PairError(f"need 0 < shortfall < detect < 1, got shortfall={shortfall!r}, detect={detect!r}")
     rng = random.Random(seed)
