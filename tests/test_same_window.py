@@ -462,7 +462,7 @@ def test_no_figure_of_the_gate_is_masked_by_the_secret_name_rule() -> None:
 
 
 def test_the_decide_filter_is_the_whole_gate_passed_failed_and_its_record() -> None:
-    """verify_same_window_decide (plugins/filter/same_window.py): one call gives gate.yml and the
+    """verify_same_window_decide (plugins/filter/same_window.py): one call gives the gate (layer 7) and the
     document the decision, the capacity control, both orders, arm A's figures and the record; arm B's
     failed benchmark fails the gate by name."""
     sw_filters = load_module("same_window_filters", REPO / "plugins/filter/same_window.py")

@@ -661,7 +661,7 @@ def test_same_window_a_host_slower_for_both_arms_passes(double: dict[str, Any]) 
         assert capacity["status"] == "changed", capacity
         assert capacity["a_vs_reference_pct"] < -5, capacity
         assert capacity["b_vs_reference_pct"] < -5, capacity
-        assert "capacity: changed - the host's capacity changed" in out  # the gate's report (gate.yml)
+        assert "capacity: changed - the host's capacity changed" in out  # the gate's report (layer 7)
         # today's design, the same host and state: the stored baseline (full pace) against this window
         rc, out = verify(double, "stored-under-drift", 100)
         stored = host_results()["results"]["gate"]
