@@ -84,7 +84,7 @@ def launch_spec(preset: str, *, api_key_required: bool = True) -> dict[str, Any]
 
 
 def inputs(preset: str, *, api_key_required: bool = True) -> dict[str, Any]:
-    """What roles/verify/tasks/main.yml (layer 9) hands the filter, fixed; the key hidden in several inputs."""
+    """What verify/tasks/main.yml (layer 9) hands the filter, fixed; the key hidden in several inputs."""
     measured = {"production": (80.1, 701.0), "baseline": (90.0, 650.2), "tree": (40.0, 300.0)}[preset]
     levels = [
         {
