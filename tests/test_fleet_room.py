@@ -1,18 +1,22 @@
 """The e2e's disk check before the fleet's replica image (tests/e2e/fleet_lab.py room_for_image,
 publish_no_room, await_replica_image): it waits for the other lanes to give disk back, and with
 SGLANG_E2E_FLEET_REQUIRED=1 (scripts/test's SGLANG_TEST_FLEET=required, .ci/run) no room fails the
-fleet's tests instead of skipping them. docker is replaced by a stand-in that answers the two questions
-the check asks (the seed's size, docker's root); the free space by a list of answers."""
+fleet's tests instead of skipping them; a seed that does not converge fails them at once; a run past
+its guard is recorded and says where it was (e2e_lab.run_recorded). docker is replaced by a stand-in
+that answers the two questions the check asks (the seed's size, docker's root); the free space by a
+list of answers."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "e2e"))
+import e2e_lab
 import fleet_lab
 
 GIB = 1024**3
@@ -95,3 +99,41 @@ def test_scripts_test_requires_the_fleet_for_ci() -> None:
     assert 'export SGLANG_TEST_FLEET="${SGLANG_TEST_FLEET:-required}"' in (repo / ".ci/run").read_text()
     script = (repo / "scripts/test").read_text()
     assert f"!= required ]] || export {fleet_lab.REQUIRED_ENV}=1" in script
+
+
+def test_a_seed_converge_past_its_guard_fails_the_waiting_fleet_at_once(tmp_path: Path) -> None:
+    """The CI run of eb8af7f: the verify lab's first site.yml ran past its guard; the fleet's worker then
+    waited for a seed that never came until the e2e step's limit stopped everything, unprinted."""
+
+    def converge() -> subprocess.CompletedProcess[str]:
+        raise subprocess.TimeoutExpired(["ansible-playbook", "site.yml"], 1800)
+
+    with pytest.raises(subprocess.TimeoutExpired):
+        fleet_lab.converge_seed(tmp_path, converge)
+    started = time.monotonic()
+    said = r"the seed did not converge: TimeoutExpired: .*site\.yml.* 1800 seconds"
+    with pytest.raises(AssertionError, match=said):
+        fleet_lab.await_replica_image(tmp_path, timeout_s=60)
+    assert time.monotonic() - started < 5
+    done = subprocess.CompletedProcess(["ansible-playbook"], 2, stdout="", stderr="")
+    other = tmp_path / "other"
+    other.mkdir()
+    assert fleet_lab.converge_seed(other, lambda: done) is done  # a run that returns publishes nothing itself
+    assert not list(other.iterdir())
+
+
+def test_a_run_past_its_guard_is_recorded_and_fails_with_its_last_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(e2e_lab, "ARTIFACTS", tmp_path)
+    args = ("-c", "echo TASK [sglang_stack : Install the stack]; sleep 30")
+    said = r"ran past its 1 s guard; its last output:\n.*Install the stack"
+    with pytest.raises(AssertionError, match=said):
+        e2e_lab.run_recorded("sh", Path("/bin/sh"), args, {"PATH": "/usr/bin:/bin"}, timeout=1)
+    _test, command, seconds, rc = (tmp_path / "e2e-runs.tsv").read_text().rstrip("\n").split("\t")
+    assert command.startswith("sh -c echo TASK")
+    assert rc == "timeout"
+    assert 1 <= float(seconds) < 10
+    ran = e2e_lab.run_recorded("sh", Path("/bin/sh"), ("-c", "exit 3"), {"PATH": "/usr/bin:/bin"}, timeout=10)
+    assert ran.returncode == 3
+    assert (tmp_path / "e2e-runs.tsv").read_text().splitlines()[1].endswith("\t3")

@@ -64,13 +64,41 @@ def login_shell_env() -> dict[str, str]:
     return env
 
 
-def record_run(kind: str, args: tuple[str, ...], seconds: float, rc: int) -> None:
+def record_run(kind: str, args: tuple[str, ...], seconds: float, rc: int | str) -> None:
     """One line per playbook or CLI run in artifacts/e2e-runs.tsv (the test, the command, its seconds
-    and exit code): where the e2e step's time goes, kept with CI's artifacts."""
+    and exit code, ``timeout`` for one stopped at its guard): where the e2e step's time goes, kept with
+    CI's artifacts."""
     ARTIFACTS.mkdir(exist_ok=True)
     test = os.environ.get("PYTEST_CURRENT_TEST", "-").rsplit(" ", 1)[0]
     with (ARTIFACTS / "e2e-runs.tsv").open("a", encoding="utf-8") as out:
         out.write(f"{test}\t{kind} {' '.join(args)[:200]}\t{seconds:.1f}\t{rc}\n")
+
+
+def _text(data: str | bytes | None) -> str:
+    return data.decode(errors="replace") if isinstance(data, bytes) else data or ""
+
+
+def run_recorded(
+    kind: str, exe: Path, args: tuple[str, ...], env: dict[str, str], timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """``exe args`` in the checkout, its output captured, recorded (record_run) and its tail printed. A
+    run past ``timeout`` is recorded as ``timeout`` and fails with the tail of what it printed: the
+    guard against a hung run names where the run was, not only that it ran out of time."""
+    started = time.monotonic()
+    try:
+        proc = subprocess.run(
+            [str(exe), *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout, check=False
+        )
+    except subprocess.TimeoutExpired as exc:
+        record_run(kind, args, time.monotonic() - started, "timeout")
+        tail = f"{_text(exc.stdout)[-6000:]}\n{_text(exc.stderr)[-2000:]}"
+        why = f"{kind} {' '.join(args)} ran past its {timeout:.0f} s guard; its last output:\n{tail}"
+        raise AssertionError(why) from exc
+    took = time.monotonic() - started
+    record_run(kind, args, took, proc.returncode)
+    print(f"$ {kind} {' '.join(args)}  (rc={proc.returncode}, {took:.1f}s)")
+    print(proc.stdout[-6000:], proc.stderr[-3000:], sep="\n")
+    return proc
 
 
 def cli(*args: str, timeout: float = 900, callbacks: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -82,14 +110,7 @@ def cli(*args: str, timeout: float = 900, callbacks: str | None = None) -> subpr
         env["ANSIBLE_CALLBACKS_ENABLED"] = callbacks
     assert str(exe.parent) not in env["PATH"].split(os.pathsep)
     assert "VIRTUAL_ENV" not in env
-    started = time.monotonic()
-    proc = subprocess.run(
-        [str(exe), *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout, check=False
-    )
-    took = time.monotonic() - started
-    record_run("sglang-deploy", args, took, proc.returncode)
-    print(f"$ {exe} {' '.join(args)}  (rc={proc.returncode}, {took:.1f}s)")
-    print(proc.stdout[-6000:], proc.stderr[-3000:], sep="\n")
+    proc = run_recorded("sglang-deploy", exe, args, env, timeout)
     assert "not found or was not executable" not in proc.stdout + proc.stderr
     return proc
 
@@ -110,20 +131,12 @@ def playbook(
     """ansible-playbook of the checkout (its ansible.cfg) against the lab inventory by default."""
     full_env = login_shell_env()
     full_env.update({"ANSIBLE_FORCE_COLOR": "false", "ANSIBLE_NOCOLOR": "1", **(env or {})})
-    started = time.monotonic()
-    proc = subprocess.run(
-        [str(venv_bin() / "ansible-playbook"), *args],
-        cwd=REPO, env=full_env, capture_output=True, text=True, timeout=timeout, check=False,
-    )  # fmt: skip
-    took = time.monotonic() - started
-    record_run("ansible-playbook", args, took, proc.returncode)
+    proc = run_recorded("ansible-playbook", venv_bin() / "ansible-playbook", args, full_env, timeout)
     if keep := os.environ.get("SGLANG_E2E_KEEP_OUTPUT"):  # a folder: each run's whole output
         folder = Path(keep)
         folder.mkdir(parents=True, exist_ok=True)
         # named by its start (ns): the tag runs of test_lab_spec run three at a time, a count could collide
         (folder / f"{time.time_ns()}.log").write_text(f"{args}\n{proc.stdout}\n{proc.stderr}")
-    print(f"$ ansible-playbook {' '.join(args)}  (rc={proc.returncode}, {took:.1f}s)")
-    print(proc.stdout[-4000:], proc.stderr[-2000:], sep="\n")
     return proc
 
 

@@ -32,7 +32,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from e2e_lab import REPO, cli, docker_host, lab_group_vars, playbook, write_yaml
@@ -46,6 +46,8 @@ from sglang_deploy.lab_fleet import (
     remove_fleet,
     write_inventory,
 )
+
+Run = TypeVar("Run")
 
 __all__ = ["ROUTER_PROM_PORT", "Fleet", "double_vars", "make_fleet", "remove_fleet"]
 
@@ -192,9 +194,27 @@ def publish_no_room(shared: Path, why: str, required: bool) -> None:
     or fail when the fleet is ``required`` (scripts/test under CI: a passing run then proves the roll
     ran)."""
     if required:
-        (shared / "replica-image.error").write_text(f"the fleet is required ({REQUIRED_ENV}=1): {why}")
+        publish_error(shared, f"the fleet is required ({REQUIRED_ENV}=1): {why}")
     else:
         (shared / "replica-image.skip").write_text(why)
+
+
+def publish_error(shared: Path, why: str) -> None:
+    """Tell the worker waiting in await_replica_image that no image will come, and why: its tests fail
+    at once instead of waiting out await_replica_image's timeout (past the e2e step's own limit)."""
+    (shared / "replica-image.error").write_text(why[-4000:])
+
+
+def converge_seed(shared: Path | None, converge: Callable[[], Run]) -> Run:
+    """``converge()``: the seed host's first site.yml. One that raises (its guard ran out) publishes
+    its error in ``shared`` first when a fleet's worker waits there (SGLANG_E2E_LAB_SEEDS_FLEET=1), so
+    that worker fails at once instead of waiting for a seed that will not come."""
+    try:
+        return converge()
+    except BaseException as exc:
+        if shared is not None:
+            publish_error(shared, f"the seed did not converge: {type(exc).__name__}: {exc}")
+        raise
 
 
 def publish_replica_image(shared: Path, build: Callable[[], str]) -> str:
@@ -203,7 +223,7 @@ def publish_replica_image(shared: Path, build: Callable[[], str]) -> str:
     try:
         tag = build()
     except BaseException as exc:
-        (shared / "replica-image.error").write_text(f"{type(exc).__name__}: {exc}"[-4000:])
+        publish_error(shared, f"{type(exc).__name__}: {exc}")
         raise
     (shared / "replica-image.tag.new").write_text(tag)
     (shared / "replica-image.tag.new").rename(shared / "replica-image.tag")
