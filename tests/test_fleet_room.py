@@ -134,6 +134,9 @@ def test_a_run_past_its_guard_is_recorded_and_fails_with_its_last_output(
     assert command.startswith("sh -c echo TASK")
     assert rc == "timeout"
     assert 1 <= float(seconds) < 10
+    stopped = (tmp_path / "e2e-timeouts.log").read_text().splitlines()
+    assert stopped[0].endswith(f": sh {' '.join(args)} (guard 1 s), its last lines:")
+    assert stopped[1:] == ["TASK [sglang_stack : Install the stack]"]
     ran = e2e_lab.run_recorded("sh", Path("/bin/sh"), ("-c", "exit 3"), {"PATH": "/usr/bin:/bin"}, timeout=10)
     assert ran.returncode == 3
     assert (tmp_path / "e2e-runs.tsv").read_text().splitlines()[1].endswith("\t3")

@@ -82,8 +82,10 @@ def run_recorded(
     kind: str, exe: Path, args: tuple[str, ...], env: dict[str, str], timeout: float
 ) -> subprocess.CompletedProcess[str]:
     """``exe args`` in the checkout, its output captured, recorded (record_run) and its tail printed. A
-    run past ``timeout`` is recorded as ``timeout`` and fails with the tail of what it printed: the
-    guard against a hung run names where the run was, not only that it ran out of time."""
+    run past ``timeout`` is recorded as ``timeout``, the end of what it printed (with profile_tasks' time
+    stamps: the task it was on, and since when) goes to artifacts/e2e-timeouts.log, which scripts/test
+    prints last, and it fails with that tail: the guard against a hung run names where the run was, not
+    only that it ran out of time."""
     started = time.monotonic()
     try:
         proc = subprocess.run(
@@ -93,6 +95,10 @@ def run_recorded(
         record_run(kind, args, time.monotonic() - started, "timeout")
         tail = f"{_text(exc.stdout)[-6000:]}\n{_text(exc.stderr)[-2000:]}"
         why = f"{kind} {' '.join(args)} ran past its {timeout:.0f} s guard; its last output:\n{tail}"
+        last = "\n".join(f"{_text(exc.stdout)}\n{_text(exc.stderr)}".strip().splitlines()[-25:])
+        with (ARTIFACTS / "e2e-timeouts.log").open("a", encoding="utf-8") as out:
+            out.write(f"== {os.environ.get('PYTEST_CURRENT_TEST', '-')}: {kind} {' '.join(args)[:200]}"
+                      f" (guard {timeout:.0f} s), its last lines:\n{last}\n")  # fmt: skip
         raise AssertionError(why) from exc
     took = time.monotonic() - started
     record_run(kind, args, took, proc.returncode)
