@@ -84,8 +84,8 @@ def run_recorded(
     """``exe args`` in the checkout, its output captured, recorded (record_run) and its tail printed. A
     run past ``timeout`` is recorded as ``timeout``, the end of what it printed (with profile_tasks' time
     stamps: the task it was on, and since when) goes to artifacts/e2e-timeouts.log, which scripts/test
-    prints last, and it fails with that tail: the guard against a hung run names where the run was, not
-    only that it ran out of time."""
+    prints at the end of the e2e step's log, and it fails with that tail: the guard against a hung run
+    names where the run was, not only that it ran out of time."""
     started = time.monotonic()
     try:
         proc = subprocess.run(

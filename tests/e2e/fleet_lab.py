@@ -201,8 +201,10 @@ def publish_no_room(shared: Path, why: str, required: bool) -> None:
 
 def publish_error(shared: Path, why: str) -> None:
     """Tell the worker waiting in await_replica_image that no image will come, and why: its tests fail
-    at once instead of waiting out await_replica_image's timeout (past the e2e step's own limit)."""
-    (shared / "replica-image.error").write_text(why[-4000:])
+    at once instead of waiting out await_replica_image's timeout (past the e2e step's own limit). A long
+    ``why`` keeps its start (what failed) and its end (the last output)."""
+    text = why if len(why) <= 4000 else f"{why[:1000]}\n[...]\n{why[-3000:]}"
+    (shared / "replica-image.error").write_text(text)
 
 
 def converge_seed(shared: Path | None, converge: Callable[[], Run]) -> Run:
