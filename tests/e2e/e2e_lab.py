@@ -93,11 +93,12 @@ def run_recorded(
         )
     except subprocess.TimeoutExpired as exc:
         record_run(kind, args, time.monotonic() - started, "timeout")
-        tail = f"{_text(exc.stdout)[-6000:]}\n{_text(exc.stderr)[-2000:]}"
-        why = f"{kind} {' '.join(args)} ran past its {timeout:.0f} s guard; its last output:\n{tail}"
-        last = "\n".join(f"{_text(exc.stdout)}\n{_text(exc.stderr)}".strip().splitlines()[-25:])
-        with (ARTIFACTS / "e2e-timeouts.log").open("a", encoding="utf-8") as out:
-            out.write(f"== {os.environ.get('PYTEST_CURRENT_TEST', '-')}: {kind} {' '.join(args)[:200]}"
+        out, err = _text(exc.stdout), _text(exc.stderr)
+        why = f"{kind} {' '.join(args)} ran past its {timeout:.0f} s guard; its last output:\n"
+        why += f"{out[-6000:]}\n{err[-2000:]}"
+        last = "\n".join(f"{out}\n{err}".strip().splitlines()[-25:])
+        with (ARTIFACTS / "e2e-timeouts.log").open("a", encoding="utf-8") as log:
+            log.write(f"== {os.environ.get('PYTEST_CURRENT_TEST', '-')}: {kind} {' '.join(args)[:200]}"
                       f" (guard {timeout:.0f} s), its last lines:\n{last}\n")  # fmt: skip
         raise AssertionError(why) from exc
     took = time.monotonic() - started
